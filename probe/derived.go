@@ -1,0 +1,38 @@
+package probe
+
+import "time"
+
+// TPOT is the mean time per output token after the first:
+// (end-to-end − TTFT) / (output tokens − 1). It is undefined (ok=false) for
+// answers with fewer than two tokens or without a first token.
+func (r *Result) TPOT() (tpot time.Duration, ok bool) {
+	if r.TTFT <= 0 || r.OutputTokens < 2 || r.EndToEnd < r.TTFT {
+		return 0, false
+	}
+	return (r.EndToEnd - r.TTFT) / time.Duration(r.OutputTokens-1), true
+}
+
+// InterTokenLatencies calls observe once per output token after the first
+// chunk: each gap between consecutive output chunks is divided by the tokens
+// the later chunk carried and observed that many times, as genai-perf does.
+// A stall therefore shows up as one long gap, never averaged away.
+func (r *Result) InterTokenLatencies(observe func(time.Duration)) {
+	for i := 1; i < len(r.Chunks); i++ {
+		n := r.Chunks[i].Tokens
+		if n <= 0 {
+			continue
+		}
+		gap := (r.Chunks[i].At - r.Chunks[i-1].At) / time.Duration(n)
+		for range n {
+			observe(gap)
+		}
+	}
+}
+
+// OutputTokensPerSecond is output tokens / end-to-end latency for one request.
+func (r *Result) OutputTokensPerSecond() (float64, bool) {
+	if r.OutputTokens <= 0 || r.EndToEnd <= 0 {
+		return 0, false
+	}
+	return float64(r.OutputTokens) / r.EndToEnd.Seconds(), true
+}

@@ -1,0 +1,134 @@
+// Package probe sends one request to an LLM inference server and measures,
+// as close to the wire as the protocol allows, how its answer arrived.
+package probe
+
+import (
+	"context"
+	"time"
+)
+
+// Outcome classifies how a probe ended. The values are label values of
+// llm_probe_requests_total{outcome}; keep the set small and stable.
+type Outcome string
+
+// Outcome classes, as defined in docs/metrics.md.
+const (
+	OutcomeSuccess       Outcome = "success"
+	OutcomeTimeout       Outcome = "timeout"
+	OutcomeConnectError  Outcome = "connect_error"
+	OutcomeHTTP4xx       Outcome = "http_4xx"
+	OutcomeHTTP5xx       Outcome = "http_5xx"
+	OutcomeGRPCError     Outcome = "grpc_error"
+	OutcomeProtocolError Outcome = "protocol_error"
+	OutcomeStreamStalled Outcome = "stream_stalled"
+	OutcomeIncomplete    Outcome = "incomplete"
+)
+
+// Outcomes lists every outcome class, so counters can be initialised to zero
+// and a rate() over a never-seen failure class still works.
+func Outcomes() []Outcome {
+	return []Outcome{
+		OutcomeSuccess, OutcomeTimeout, OutcomeConnectError, OutcomeHTTP4xx,
+		OutcomeHTTP5xx, OutcomeGRPCError, OutcomeProtocolError,
+		OutcomeStreamStalled, OutcomeIncomplete,
+	}
+}
+
+// TokenSource says where a token count came from.
+type TokenSource string
+
+const (
+	// TokenSourceNone means no count is known.
+	TokenSourceNone TokenSource = ""
+	// TokenSourceServer is the server's own count (OpenAI usage, TGI details, Ollama eval_count).
+	TokenSourceServer TokenSource = "server"
+	// TokenSourceCounted is counted by the prober from streamed chunks.
+	TokenSourceCounted TokenSource = "counted"
+)
+
+// Message is one chat message.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Request is what a probe asks the server for, independent of protocol.
+type Request struct {
+	// ID is sent as X-Request-Id (and in the body where the protocol has a
+	// field for it) so the server's logs and the simulator's ground truth
+	// can be matched with the result.
+	ID    string
+	Model string
+	// Prompt is used by completion-style protocols; Messages by chat ones.
+	// A driver given only one of them derives the other.
+	Prompt    string
+	Messages  []Message
+	MaxTokens int
+	// Stream selects streaming (the default for probes) or a single answer.
+	Stream      bool
+	Temperature *float64
+	TopP        *float64
+	Seed        *int64
+	Stop        []string
+	IgnoreEOS   bool
+	MinTokens   int
+	// Extra body fields passed through verbatim for servers with extensions.
+	Extra map[string]any
+}
+
+// Phases are the connection phases of the round trip, from net/http/httptrace.
+// A phase that did not happen (DNS for an IP literal, connect and TLS on a
+// pooled connection) is zero and Has* is false.
+type Phases struct {
+	DNS, Connect, TLS, Write, FirstByte                time.Duration
+	HasDNS, HasConnect, HasTLS, HasWrite, HasFirstByte bool
+	// ConnectionReused is true when the request went over a pooled connection.
+	ConnectionReused bool
+}
+
+// Chunk is one streamed piece of output that carried content.
+type Chunk struct {
+	// At is the time the chunk was read, measured from Result.Start on the
+	// monotonic clock.
+	At time.Duration
+	// Tokens is how many output tokens the chunk carried: the server's
+	// per-chunk count where the protocol gives one, else 1.
+	Tokens int
+}
+
+// Result is everything measured about one probe. Drivers always return a
+// non-nil Result, also on failure, so every attempt is counted.
+type Result struct {
+	RequestID string
+	// Start is taken just before the request is written; it carries the
+	// monotonic reading all durations below are measured against.
+	Start time.Time
+	// StatusCode is the HTTP status (0 for gRPC or when none arrived).
+	StatusCode int
+	Phases     Phases
+	// TTFT is the time from Start to the first chunk carrying non-empty
+	// output. Zero when no output arrived.
+	TTFT time.Duration
+	// Chunks are the output-carrying chunks in arrival order.
+	Chunks []Chunk
+	// EndToEnd is the time from Start to the last byte of the final event.
+	EndToEnd time.Duration
+
+	InputTokens        int
+	InputTokensSource  TokenSource
+	OutputTokens       int
+	OutputTokensSource TokenSource
+
+	FinishReason string
+	Outcome      Outcome
+	// Err explains a non-success outcome, naming what went wrong.
+	Err error
+}
+
+// Driver speaks one protocol to one target.
+type Driver interface {
+	// Probe sends req and measures the answer. It never panics on anything
+	// the server sends, honours ctx for the overall deadline, and returns a
+	// non-nil Result whose Outcome is set.
+	Probe(ctx context.Context, req *Request) *Result
+}
