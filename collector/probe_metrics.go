@@ -1,0 +1,590 @@
+// Package collector turns what the prober measures into Prometheus metrics.
+package collector
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llm-prober/llm-prober/probe"
+)
+
+// SLO is what a probe promises. A zero threshold or objective is "not set".
+type SLO struct {
+	// TTFT and TPOT are upper bounds: a request meets them when its value is
+	// less than or equal to the threshold, the same comparison Prometheus
+	// makes for an le bucket, so counters and histograms agree.
+	TTFT, TPOT time.Duration
+	// Objective is the target ratio of good requests, e.g. 0.99.
+	Objective float64
+}
+
+// ProbeSeries identifies one configured probe and what its series carry.
+type ProbeSeries struct {
+	Target, Probe, Model string
+	SLO                  SLO
+}
+
+// Skip reasons the scheduler reports through Skipped. They are initialised to
+// zero with every probe so that increase() sees the first skip; other reasons
+// are accepted but appear only once used.
+const (
+	// SkipReasonConcurrencyLimit: a ticket fell due while the probe already
+	// had as many requests in flight as it may.
+	SkipReasonConcurrencyLimit = "concurrency_limit"
+	// SkipReasonOverdue: a ticket was so late that sending it would distort
+	// the arrival process rather than measure it.
+	SkipReasonOverdue = "overdue"
+)
+
+func initialSkipReasons() []string {
+	return []string{SkipReasonConcurrencyLimit, SkipReasonOverdue}
+}
+
+// maxSkipReasons bounds the reason label per probe: a caller passing
+// free-form text must not be able to explode the series count.
+const (
+	maxSkipReasons  = 16
+	skipReasonOther = "other"
+)
+
+// exemplarLabel is the one exemplar label; its value is cut so that name and
+// value together stay within client_golang's limit, beyond which it panics.
+const exemplarLabel = "request_id"
+
+const (
+	sloTTFT    = "ttft"
+	sloTPOT    = "tpot"
+	sloGoodput = "goodput"
+)
+
+const (
+	phaseDNS = iota
+	phaseConnect
+	phaseTLS
+	phaseWrite
+	phaseFirstByte
+	numPhases
+)
+
+func phaseNames() [numPhases]string {
+	return [numPhases]string{"dns", "connect", "tls", "write", "first_byte"}
+}
+
+// Native-histogram settings shared by every histogram: factor 1.1 is about 2.4%
+// relative error, 160 buckets cover a wide latency range at that resolution,
+// and a reset at most hourly keeps a burst of outliers from costing resolution
+// forever.
+const (
+	nativeBucketFactor    = 1.1
+	nativeMaxBucketNumber = 160
+	nativeMinReset        = time.Hour
+)
+
+// ProbeMetrics holds the metrics of every configured probe. It implements
+// prometheus.Collector; Observe and the other recording methods are safe for
+// concurrent use with each other and with Collect.
+type ProbeMetrics struct {
+	d descs
+
+	mu     sync.RWMutex
+	series map[seriesKey]*series
+}
+
+type seriesKey struct{ target, probe string }
+
+type descs struct {
+	ttft, tpot, itl, duration, tps, phase, lag *prometheus.Desc
+	requests, inTokens, outTokens, slo, skip   *prometheus.Desc
+	success, lastTTFT, lastRun, objective      *prometheus.Desc
+}
+
+func newDescs() descs {
+	base := []string{"target", "probe", "model"}
+	with := func(extra ...string) []string {
+		return append(append(make([]string, 0, len(base)+len(extra)), base...), extra...)
+	}
+	return descs{
+		ttft: prometheus.NewDesc("llm_probe_time_to_first_token_seconds",
+			"Time from just before the request is written to the first chunk with non-empty output, for successful streamed requests.",
+			base, nil),
+		tpot: prometheus.NewDesc("llm_probe_time_per_output_token_seconds",
+			"Per request (end-to-end - TTFT) / (output tokens - 1), for successful streamed requests with at least two output tokens.",
+			base, nil),
+		itl: prometheus.NewDesc("llm_probe_inter_token_latency_seconds",
+			"Gap between consecutive output chunks divided by the tokens of the later chunk, observed once per token, for successful streamed requests.",
+			base, nil),
+		duration: prometheus.NewDesc("llm_probe_request_duration_seconds",
+			"Time from just before the request is written to the last byte of the final event, for successful requests.",
+			base, nil),
+		tps: prometheus.NewDesc("llm_probe_output_tokens_per_second",
+			"Per request output tokens / end-to-end latency, for successful requests.",
+			base, nil),
+		phase: prometheus.NewDesc("llm_probe_phase_duration_seconds",
+			"Duration of a connection phase of the probe request, for every request in which that phase happened.",
+			with("phase"), nil),
+		lag: prometheus.NewDesc("llm_probe_schedule_lag_seconds",
+			"How late the scheduler sent a probe request relative to its planned time.",
+			base, nil),
+		requests: prometheus.NewDesc("llm_probe_requests_total",
+			"Probe requests by outcome.",
+			with("outcome"), nil),
+		inTokens: prometheus.NewDesc("llm_probe_input_tokens_total",
+			"Input (prompt) tokens of probe requests, as counted by the server where it reports them.",
+			base, nil),
+		outTokens: prometheus.NewDesc("llm_probe_output_tokens_total",
+			"Output tokens received by probe requests, the server's count where it reports one, else counted from chunks.",
+			base, nil),
+		slo: prometheus.NewDesc("llm_probe_slo_requests_total",
+			"Probe requests judged against each SLO the probe declares; failed requests are bad for every SLO.",
+			with("slo", "result"), nil),
+		skip: prometheus.NewDesc("llm_probe_skipped_total",
+			"Planned probe requests the scheduler did not send, by reason.",
+			with("reason"), nil),
+		success: prometheus.NewDesc("llm_probe_success",
+			"Whether the last probe request succeeded (1) or not (0).",
+			base, nil),
+		lastTTFT: prometheus.NewDesc("llm_probe_last_time_to_first_token_seconds",
+			"TTFT of the most recent streamed probe request that received output.",
+			base, nil),
+		lastRun: prometheus.NewDesc("llm_probe_last_run_timestamp_seconds",
+			"Unix time at which the last probe request started.",
+			base, nil),
+		objective: prometheus.NewDesc("llm_probe_slo_objective_ratio",
+			"Target ratio of good requests for each SLO the probe declares, from the configuration.",
+			with("slo"), nil),
+	}
+}
+
+// NewProbeMetrics returns an empty collector; probes appear through Add.
+func NewProbeMetrics() *ProbeMetrics {
+	return &ProbeMetrics{d: newDescs(), series: make(map[seriesKey]*series)}
+}
+
+// Describe sends the fixed descriptor of every metric, making ProbeMetrics a
+// checked collector even though its series come and go with the config.
+func (m *ProbeMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		m.d.ttft, m.d.tpot, m.d.itl, m.d.duration, m.d.tps, m.d.phase, m.d.lag,
+		m.d.requests, m.d.inTokens, m.d.outTokens, m.d.slo, m.d.skip,
+		m.d.success, m.d.lastTTFT, m.d.lastRun, m.d.objective,
+	} {
+		ch <- d
+	}
+}
+
+// Collect sends the series of every probe.
+func (m *ProbeMetrics) Collect(ch chan<- prometheus.Metric) {
+	// Snapshot under the read lock, send without it: a slow scrape consumer
+	// must not hold up a reload's Add or Remove.
+	m.mu.RLock()
+	all := make([]*series, 0, len(m.series))
+	for _, s := range m.series {
+		all = append(all, s)
+	}
+	m.mu.RUnlock()
+	for _, s := range all {
+		s.collect(ch)
+	}
+}
+
+// Add creates the series of one probe with every counter at zero, so rate()
+// and increase() work before the first failure or skip. Adding a probe that
+// exists with the same model and SLO keeps its series (a reload that changed
+// nothing must not reset counters); a changed model or SLO replaces them,
+// because bucket layouts follow the SLO thresholds.
+func (m *ProbeMetrics) Add(ps ProbeSeries) {
+	k := seriesKey{ps.Target, ps.Probe}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.series[k]; ok && old.model == ps.Model && old.slo == ps.SLO {
+		return
+	}
+	m.series[k] = newSeries(&m.d, ps)
+}
+
+// Remove drops every series of one probe.
+func (m *ProbeMetrics) Remove(target, probeName string) {
+	m.mu.Lock()
+	delete(m.series, seriesKey{target, probeName})
+	m.mu.Unlock()
+}
+
+func (m *ProbeMetrics) lookup(target, probeName string) *series {
+	m.mu.RLock()
+	s := m.series[seriesKey{target, probeName}]
+	m.mu.RUnlock()
+	return s
+}
+
+// Observe records one probe result. Results for probes not (or no longer)
+// added are dropped: a request in flight during a reload may finish after its
+// probe was removed.
+func (m *ProbeMetrics) Observe(target, probeName string, r *probe.Result) {
+	if r == nil {
+		return
+	}
+	if s := m.lookup(target, probeName); s != nil {
+		s.observe(r)
+	}
+}
+
+// ObserveScheduleLag records how late the scheduler sent a request.
+func (m *ProbeMetrics) ObserveScheduleLag(target, probeName string, lag time.Duration) {
+	if s := m.lookup(target, probeName); s != nil {
+		s.lag.Observe(lag.Seconds())
+	}
+}
+
+// Skipped counts one planned request the scheduler did not send.
+func (m *ProbeMetrics) Skipped(target, probeName, reason string) {
+	if s := m.lookup(target, probeName); s != nil {
+		s.skipCounter(reason).Inc()
+	}
+}
+
+// goodBad is the pair of llm_probe_slo_requests_total series of one SLO; nil
+// when the probe does not declare that SLO.
+type goodBad struct{ good, bad prometheus.Counter }
+
+func (g *goodBad) count(good bool) {
+	if g == nil {
+		return
+	}
+	if good {
+		g.good.Inc()
+	} else {
+		g.bad.Inc()
+	}
+}
+
+type series struct {
+	d     *descs
+	model string
+	slo   SLO
+	base  []string // target, probe, model label values
+
+	ttft, tpot, itl, duration, tps, lag prometheus.Histogram
+	phases                              [numPhases]prometheus.Histogram
+	// observeITL is built once so that Observe hands InterTokenLatencies a
+	// ready func value instead of a fresh closure.
+	observeITL func(time.Duration)
+
+	requests          []prometheus.Counter // indexed by outcomeIndex
+	inTokens          prometheus.Counter
+	outTokens         prometheus.Counter
+	sloTTFT, sloTPOT  *goodBad
+	sloGoodput        *goodBad
+	success, lastTTFT prometheus.Gauge
+	lastRun           prometheus.Gauge
+
+	// The "last" gauges are exported only once they hold a measurement: a
+	// success of 0 before a cron-scheduled probe first runs would page.
+	ran, sawTTFT                  atomic.Bool
+	successW, lastRunW, lastTTFTW prometheus.Metric
+	always                        []prometheus.Metric
+	skipMu                        sync.Mutex
+	skipped                       map[string]prometheus.Counter
+	skippedW                      []prometheus.Metric
+}
+
+func newHistogram(name string, buckets []float64) prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:                            name,
+		Help:                            name,
+		Buckets:                         buckets,
+		NativeHistogramBucketFactor:     nativeBucketFactor,
+		NativeHistogramMaxBucketNumber:  nativeMaxBucketNumber,
+		NativeHistogramMinResetDuration: nativeMinReset,
+	})
+}
+
+// The inner metrics' own names and help are never exposed (labelled replaces
+// the descriptor); they only have to be valid.
+func newCounter() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: "c", Help: "c"})
+}
+
+func newGauge() prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Name: "g", Help: "g"})
+}
+
+func newSeries(d *descs, ps ProbeSeries) *series {
+	slo := ps.SLO
+	s := &series{
+		d:       d,
+		model:   ps.Model,
+		slo:     slo,
+		base:    []string{ps.Target, ps.Probe, ps.Model},
+		skipped: make(map[string]prometheus.Counter),
+	}
+	lv := func(extra ...string) []string {
+		return append(append(make([]string, 0, len(s.base)+len(extra)), s.base...), extra...)
+	}
+	add := func(desc *prometheus.Desc, metric prometheus.Metric, extra ...string) {
+		s.always = append(s.always, newLabelled(desc, metric, lv(extra...)...))
+	}
+
+	s.ttft = newHistogram("ttft", withThresholds(ttftBuckets(), slo.TTFT))
+	s.tpot = newHistogram("tpot", withThresholds(tpotBuckets(), slo.TPOT))
+	s.itl = newHistogram("itl", withThresholds(tpotBuckets(), slo.TPOT))
+	s.duration = newHistogram("duration", requestDurationBuckets())
+	s.tps = newHistogram("tps", tokensPerSecondBuckets())
+	s.lag = newHistogram("lag", scheduleLagBuckets())
+	itl := s.itl
+	s.observeITL = func(gap time.Duration) { itl.Observe(gap.Seconds()) }
+	add(d.ttft, s.ttft)
+	add(d.tpot, s.tpot)
+	add(d.itl, s.itl)
+	add(d.duration, s.duration)
+	add(d.tps, s.tps)
+	add(d.lag, s.lag)
+	for i, name := range phaseNames() {
+		s.phases[i] = newHistogram("phase", phaseBuckets())
+		add(d.phase, s.phases[i], name)
+	}
+
+	outcomes := probe.Outcomes()
+	s.requests = make([]prometheus.Counter, len(outcomes))
+	for i, o := range outcomes {
+		s.requests[i] = newCounter()
+		add(d.requests, s.requests[i], string(o))
+	}
+	s.inTokens, s.outTokens = newCounter(), newCounter()
+	add(d.inTokens, s.inTokens)
+	add(d.outTokens, s.outTokens)
+
+	declare := func(name string) *goodBad {
+		g := &goodBad{good: newCounter(), bad: newCounter()}
+		add(d.slo, g.good, name, "good")
+		add(d.slo, g.bad, name, "bad")
+		if slo.Objective > 0 {
+			s.always = append(s.always, prometheus.MustNewConstMetric(d.objective, prometheus.GaugeValue, slo.Objective, lv(name)...))
+		}
+		return g
+	}
+	if slo.TTFT > 0 {
+		s.sloTTFT = declare(sloTTFT)
+	}
+	if slo.TPOT > 0 {
+		s.sloTPOT = declare(sloTPOT)
+	}
+	if slo.TTFT > 0 || slo.TPOT > 0 || slo.Objective > 0 {
+		s.sloGoodput = declare(sloGoodput)
+	}
+
+	s.success, s.lastTTFT, s.lastRun = newGauge(), newGauge(), newGauge()
+	s.successW = newLabelled(d.success, s.success, s.base...)
+	s.lastTTFTW = newLabelled(d.lastTTFT, s.lastTTFT, s.base...)
+	s.lastRunW = newLabelled(d.lastRun, s.lastRun, s.base...)
+
+	for _, reason := range initialSkipReasons() {
+		s.newSkipCounter(reason)
+	}
+	return s
+}
+
+func (s *series) collect(ch chan<- prometheus.Metric) {
+	for _, m := range s.always {
+		ch <- m
+	}
+	if s.ran.Load() {
+		ch <- s.successW
+		ch <- s.lastRunW
+	}
+	if s.sawTTFT.Load() {
+		ch <- s.lastTTFTW
+	}
+	s.skipMu.Lock()
+	skipped := s.skippedW[:len(s.skippedW):len(s.skippedW)]
+	s.skipMu.Unlock()
+	for _, m := range skipped {
+		ch <- m
+	}
+}
+
+// newSkipCounter must be called with skipMu held or before s is shared.
+func (s *series) newSkipCounter(reason string) prometheus.Counter {
+	c := newCounter()
+	s.skipped[reason] = c
+	s.skippedW = append(s.skippedW, newLabelled(s.d.skip, c, append(append([]string(nil), s.base...), reason)...))
+	return c
+}
+
+func (s *series) skipCounter(reason string) prometheus.Counter {
+	if reason == "" {
+		reason = skipReasonOther
+	}
+	s.skipMu.Lock()
+	defer s.skipMu.Unlock()
+	if c, ok := s.skipped[reason]; ok {
+		return c
+	}
+	if len(s.skipped) >= maxSkipReasons {
+		reason = skipReasonOther
+		if c, ok := s.skipped[reason]; ok {
+			return c
+		}
+	}
+	return s.newSkipCounter(strings.ToValidUTF8(reason, "\uFFFD"))
+}
+
+// outcomeIndex maps an outcome to its position in probe.Outcomes(). An outcome
+// outside that closed set is a driver bug; it is counted as protocol_error (the
+// prober could not classify the exchange) rather than minting a new label
+// value or losing the attempt.
+func outcomeIndex(o probe.Outcome) int {
+	switch o {
+	case probe.OutcomeSuccess:
+		return 0
+	case probe.OutcomeTimeout:
+		return 1
+	case probe.OutcomeConnectError:
+		return 2
+	case probe.OutcomeHTTP4xx:
+		return 3
+	case probe.OutcomeHTTP5xx:
+		return 4
+	case probe.OutcomeGRPCError:
+		return 5
+	case probe.OutcomeProtocolError:
+		return 6
+	case probe.OutcomeStreamStalled:
+		return 7
+	case probe.OutcomeIncomplete:
+		return 8
+	}
+	return 6
+}
+
+func (s *series) observe(r *probe.Result) {
+	ok := r.Outcome == probe.OutcomeSuccess
+	isStream := streamed(r)
+
+	s.requests[outcomeIndex(r.Outcome)].Inc()
+	// Tokens are counted for every outcome: a stream cut short still cost the
+	// server the tokens it sent.
+	if r.InputTokens > 0 {
+		s.inTokens.Add(float64(r.InputTokens))
+	}
+	if r.OutputTokens > 0 {
+		s.outTokens.Add(float64(r.OutputTokens))
+	}
+	// Phases describe the network path, which matters most when the request
+	// then failed, so they are observed whatever the outcome.
+	ph := &r.Phases
+	observeIf(s.phases[phaseDNS], ph.HasDNS, ph.DNS)
+	observeIf(s.phases[phaseConnect], ph.HasConnect, ph.Connect)
+	observeIf(s.phases[phaseTLS], ph.HasTLS, ph.TLS)
+	observeIf(s.phases[phaseWrite], ph.HasWrite, ph.Write)
+	observeIf(s.phases[phaseFirstByte], ph.HasFirstByte, ph.FirstByte)
+
+	if ok {
+		var ex prometheus.Labels
+		if r.RequestID != "" {
+			ex = prometheus.Labels{exemplarLabel: exemplarValue(r.RequestID)}
+		}
+		if isStream {
+			observeWithExemplar(s.ttft, r.TTFT.Seconds(), ex)
+			if tpot, has := r.TPOT(); has {
+				s.tpot.Observe(tpot.Seconds())
+			}
+			r.InterTokenLatencies(s.observeITL)
+		}
+		observeWithExemplar(s.duration, r.EndToEnd.Seconds(), ex)
+		if tps, has := r.OutputTokensPerSecond(); has {
+			s.tps.Observe(tps)
+		}
+	}
+
+	s.countSLOs(r, ok, isStream)
+
+	if isStream && r.TTFT > 0 {
+		s.lastTTFT.Set(r.TTFT.Seconds())
+		s.sawTTFT.Store(true)
+	}
+	if ok {
+		s.success.Set(1)
+	} else {
+		s.success.Set(0)
+	}
+	start := r.Start
+	if start.IsZero() {
+		start = time.Now()
+	}
+	s.lastRun.Set(float64(start.UnixNano()) / 1e9)
+	s.ran.Store(true)
+}
+
+// countSLOs judges r against every SLO the probe declares. A failure is bad
+// for all of them. A non-streamed answer's first token reaches the client with
+// the whole answer, so its TTFT for the SLO is the end-to-end time (so is a
+// successful stream that carried no output). TPOT is vacuously met when there
+// is no decode phase to measure: one-token and non-streamed answers count as
+// good, so short answers are not punished and the TPOT SLO's denominator stays
+// equal to the TTFT SLO's.
+func (s *series) countSLOs(r *probe.Result, ok, isStream bool) {
+	if s.sloGoodput == nil {
+		return
+	}
+	good := ok
+	if s.sloTTFT != nil {
+		ttft := r.TTFT
+		if !isStream || ttft <= 0 {
+			ttft = r.EndToEnd
+		}
+		met := ok && ttft <= s.slo.TTFT
+		s.sloTTFT.count(met)
+		good = good && met
+	}
+	if s.sloTPOT != nil {
+		met := ok
+		if ok && isStream {
+			if tpot, has := r.TPOT(); has {
+				met = tpot <= s.slo.TPOT
+			}
+		}
+		s.sloTPOT.count(met)
+		good = good && met
+	}
+	s.sloGoodput.count(good)
+}
+
+func observeIf(h prometheus.Histogram, happened bool, d time.Duration) {
+	if happened {
+		h.Observe(d.Seconds())
+	}
+}
+
+func observeWithExemplar(h prometheus.Histogram, v float64, ex prometheus.Labels) {
+	if ex == nil {
+		h.Observe(v)
+		return
+	}
+	h.(prometheus.ExemplarObserver).ObserveWithExemplar(v, ex)
+}
+
+// exemplarValue makes a request id safe for ObserveWithExemplar, which panics
+// on invalid UTF-8 or on more than ExemplarMaxRunes runes of labels. Request
+// ids normally come from the prober itself, but drivers may adopt a server's.
+func exemplarValue(id string) string {
+	if !utf8.ValidString(id) {
+		id = strings.ToValidUTF8(id, "\uFFFD")
+	}
+	maxRunes := prometheus.ExemplarMaxRunes - utf8.RuneCountInString(exemplarLabel)
+	if len(id) <= maxRunes {
+		return id // fast path: byte length bounds rune count
+	}
+	n := 0
+	for i := range id {
+		if n == maxRunes {
+			return id[:i]
+		}
+		n++
+	}
+	return id
+}
