@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/llm-prober/llm-prober/config"
+)
+
+type serveOptions struct {
+	configFile      string
+	webFlags        *web.FlagConfig
+	shutdownTimeout time.Duration
+	disableReload   bool
+	logger          *slog.Logger
+	stderr          io.Writer
+	// listener, when set, is served instead of --web.listen-address; tests
+	// use it to learn the port.
+	listener net.Listener
+	// reloadSignals delivers SIGHUP; tests inject their own channel.
+	reloadSignals <-chan os.Signal
+}
+
+// daemon is the long-running prober process: config, registry, HTTP API.
+type daemon struct {
+	logger        *slog.Logger
+	config        *config.SafeConfig
+	registry      *prometheus.Registry
+	ready         atomic.Bool
+	disableReload bool
+}
+
+func newDaemon(opts serveOptions) *daemon {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		versioncollector.NewCollector(programName),
+	)
+	return &daemon{
+		logger:        opts.logger,
+		config:        config.NewSafeConfig(opts.configFile, opts.logger, reg),
+		registry:      reg,
+		disableReload: opts.disableReload,
+	}
+}
+
+func (d *daemon) handler() (http.Handler, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{
+		ErrorLog:            slog.NewLogLogger(d.logger.Handler(), slog.LevelError),
+		ErrorHandling:       promhttp.ContinueOnError,
+		MaxRequestsInFlight: 10,
+		EnableOpenMetrics:   true,
+		Registry:            d.registry,
+	}))
+	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "Healthy")
+	})
+	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !d.ready.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "Not ready: no valid configuration loaded yet")
+			return
+		}
+		fmt.Fprintln(w, "Ready")
+	})
+	mux.HandleFunc("/-/reload", d.handleReload)
+	mux.HandleFunc("/config", d.handleConfig)
+	landing, err := web.NewLandingPage(web.LandingConfig{
+		Name:        "llm-prober",
+		Description: "Probes LLM inference servers and exports how fast they answer",
+		Version:     version.Info(),
+		Links: []web.LandingLinks{
+			{Address: "/metrics", Text: "Metrics", Description: "Probe results, server and GPU metrics, and the prober's own"},
+			{Address: "/config", Text: "Configuration", Description: "The running configuration, secrets hidden"},
+			{Address: "/-/healthy", Text: "Health", Description: "200 while the process runs"},
+			{Address: "/-/ready", Text: "Readiness", Description: "200 once a valid configuration is loaded"},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("/", landing)
+	return mux, nil
+}
+
+func (d *daemon) handleReload(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if r.Method != http.MethodPost && r.Method != http.MethodPut {
+		w.Header().Set("Allow", "POST, PUT")
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		fmt.Fprintln(w, "This endpoint requires a POST request.")
+		return
+	}
+	if d.disableReload {
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprintln(w, "Reloading over HTTP is disabled by --web.disable-reload; send SIGHUP instead.")
+		return
+	}
+	if err := d.config.Reload(); err != nil {
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprintf(w, "failed to reload config, keeping the running one:\n%v\n", err)
+		return
+	}
+	fmt.Fprintln(w, "Config reloaded")
+}
+
+func (d *daemon) handleConfig(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	cfg := d.config.Get()
+	if cfg == nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "no configuration loaded")
+		return
+	}
+	b, err := cfg.Marshal()
+	if err != nil {
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprintf(w, "cannot render config: %v\n", err)
+		return
+	}
+	_, _ = w.Write(b)
+}
+
+// serve runs the daemon until ctx is cancelled and returns the exit code.
+func serve(ctx context.Context, opts serveOptions) int {
+	logger := opts.logger
+	logger.Info("Starting llm-prober", "version", version.Info())
+	logger.Info("Build context", "build_context", version.BuildContext())
+
+	d := newDaemon(opts)
+	if err := d.config.Reload(); err != nil {
+		fmt.Fprintf(opts.stderr, "llm-prober: invalid configuration, not starting:\n%v\n", err)
+		return 1
+	}
+	d.ready.Store(true)
+
+	handler, err := d.handler()
+	if err != nil {
+		logger.Error("Cannot build the landing page", "err", err)
+		return 1
+	}
+
+	reloadSignals := opts.reloadSignals
+	if reloadSignals == nil {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		reloadSignals = hup
+	}
+	var wg sync.WaitGroup
+	loopCtx, stopLoop := context.WithCancel(ctx)
+	defer func() { stopLoop(); wg.Wait() }()
+	wg.Go(func() {
+		for {
+			select {
+			case <-reloadSignals:
+				// Errors are logged and counted by Reload itself.
+				_ = d.config.Reload()
+			case <-loopCtx.Done():
+				return
+			}
+		}
+	})
+
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	serveErr := make(chan error, 1)
+	go func() {
+		if opts.listener != nil {
+			serveErr <- web.Serve(opts.listener, srv, opts.webFlags, logger)
+			return
+		}
+		serveErr <- web.ListenAndServe(srv, opts.webFlags, logger)
+	}()
+
+	select {
+	case err := <-serveErr:
+		logger.Error("Web server failed", "err", err)
+		return 1
+	case <-ctx.Done():
+	}
+	logger.Info("Shutting down", "timeout", opts.shutdownTimeout)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), opts.shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		logger.Warn("Web server did not stop cleanly", "err", err)
+	}
+	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Warn("Web server stopped with an error", "err", err)
+	}
+	logger.Info("Stopped")
+	return 0
+}

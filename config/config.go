@@ -1,0 +1,571 @@
+// Package config loads, validates and holds llm-prober's YAML configuration.
+// Every error names the file, line, column and key path of the problem.
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	promconfig "github.com/prometheus/common/config"
+	"github.com/prometheus/common/model"
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole configuration file after defaults were applied and
+// secrets resolved.
+type Config struct {
+	Targets   []*Target            `yaml:"targets"`
+	Workloads map[string]*Workload `yaml:"workloads,omitempty"`
+	GPUs      GPUs                 `yaml:"gpus"`
+}
+
+// Target is one inference endpoint and the probes sent to it.
+type Target struct {
+	Name     string `yaml:"name"`
+	Protocol string `yaml:"protocol"`
+	// URL is the base URL of HTTP protocols; Address is host:port for gRPC.
+	URL     string `yaml:"url,omitempty"`
+	Address string `yaml:"address,omitempty"`
+	Model   string `yaml:"model"`
+
+	APIKeyFile string `yaml:"api_key_file,omitempty"`
+	APIKeyEnv  string `yaml:"api_key_env,omitempty"`
+	// APIKey is resolved from api_key_file or api_key_env at every load, so
+	// a rotated key is picked up by a reload. It is never read from the file
+	// itself: inline secrets end up in version control.
+	APIKey promconfig.Secret `yaml:"api_key,omitempty" config:"output-only" hint:"put the key in a file and use api_key_file, or in the environment and use api_key_env"`
+
+	Headers               map[string]string    `yaml:"headers,omitempty"`
+	TLSConfig             promconfig.TLSConfig `yaml:"tls_config,omitempty"`
+	NewConnectionPerProbe bool                 `yaml:"new_connection_per_probe"`
+	// Timeout bounds one probe from start to the final event.
+	Timeout model.Duration `yaml:"timeout"`
+	// StreamIdleTimeout ends a stream that sends nothing for this long as
+	// stalled, well before Timeout.
+	StreamIdleTimeout model.Duration `yaml:"stream_idle_timeout"`
+	// MaxResponseBytes bounds what one probe reads from the server.
+	MaxResponseBytes int64 `yaml:"max_response_bytes"`
+
+	ServerMetrics *ServerMetrics `yaml:"server_metrics,omitempty"`
+	Probes        []*Probe       `yaml:"probes"`
+}
+
+// ServerMetrics says where the model server's own /metrics are.
+type ServerMetrics struct {
+	URL     string         `yaml:"url"`
+	Kind    string         `yaml:"kind"`
+	Timeout model.Duration `yaml:"timeout"`
+}
+
+// Probe is one kind of request sent to a target on a schedule.
+type Probe struct {
+	Name     string `yaml:"name"`
+	Workload string `yaml:"workload"`
+	// Stream selects streaming answers; only they have TTFT and ITL.
+	Stream   *bool    `yaml:"stream"`
+	Schedule Schedule `yaml:"schedule"`
+	SLO      *SLO     `yaml:"slo,omitempty"`
+	// Timeout overrides the target's timeout for this probe.
+	Timeout model.Duration `yaml:"timeout"`
+}
+
+// Streaming reports whether the probe asks for a streamed answer.
+func (p *Probe) Streaming() bool { return p.Stream == nil || *p.Stream }
+
+// Schedule says when a probe is sent.
+type Schedule struct {
+	Every model.Duration `yaml:"every"`
+	// Jitter delays each send by a random amount up to this, so many
+	// probers started together do not send in lockstep.
+	Jitter model.Duration `yaml:"jitter,omitempty"`
+}
+
+// SLO is a probe's latency objective.
+type SLO struct {
+	TTFT      model.Duration `yaml:"ttft,omitempty"`
+	TPOT      model.Duration `yaml:"tpot,omitempty"`
+	Objective float64        `yaml:"objective"`
+}
+
+// Workload is what a probe asks: prompts and output length.
+type Workload struct {
+	Prompts     Prompts        `yaml:"prompts"`
+	MaxTokens   MaxTokens      `yaml:"max_tokens"`
+	IgnoreEOS   bool           `yaml:"ignore_eos,omitempty"`
+	MinTokens   int            `yaml:"min_tokens,omitempty"`
+	Temperature *float64       `yaml:"temperature,omitempty"`
+	TopP        *float64       `yaml:"top_p,omitempty"`
+	Seed        *int64         `yaml:"seed,omitempty"`
+	Stop        []string       `yaml:"stop,omitempty"`
+	ExtraBody   map[string]any `yaml:"extra_body,omitempty"`
+}
+
+// Prompts are the inputs a workload sends. Exactly one source is set.
+type Prompts struct {
+	System    string     `yaml:"system,omitempty"`
+	Inline    []string   `yaml:"inline,omitempty"`
+	Synthetic *Synthetic `yaml:"synthetic,omitempty"`
+}
+
+// Synthetic prompts are generated text of about InputTokens tokens.
+type Synthetic struct {
+	InputTokens int `yaml:"input_tokens"`
+}
+
+// MaxTokens is the requested output length.
+type MaxTokens struct {
+	Distribution string `yaml:"distribution"`
+	Mean         int    `yaml:"mean"`
+}
+
+func (m *MaxTokens) fromScalar(n *yaml.Node) error {
+	v, err := strconv.Atoi(n.Value)
+	if err != nil {
+		return fmt.Errorf("want a whole number of tokens or {distribution, mean}, got %q", n.Value)
+	}
+	*m = MaxTokens{Distribution: "constant", Mean: v}
+	return nil
+}
+
+// GPUs configures NVML collection.
+type GPUs struct {
+	Enabled string `yaml:"enabled"`
+	Library string `yaml:"library,omitempty"`
+	Devices []int  `yaml:"devices,omitempty"`
+}
+
+// Protocols the prober can speak today.
+func Protocols() []string { return []string{"openai_chat", "openai_completions"} }
+
+// ServerKinds are the model servers whose metrics can be normalised.
+func ServerKinds() []string {
+	return []string{"auto", "vllm", "triton", "tgi", "sglang", "llamacpp"}
+}
+
+// Distributions of max_tokens supported today.
+func Distributions() []string { return []string{"constant"} }
+
+// Defaults, in one place so `check-config --print` and docs agree.
+const (
+	DefaultTimeout           = 60 * time.Second
+	DefaultStreamIdleTimeout = 30 * time.Second
+	DefaultMaxResponseBytes  = 64 << 20
+	DefaultServerMetricsTime = 5 * time.Second
+	DefaultObjective         = 0.99
+	DefaultMaxTokens         = 128
+	defaultWorkloadName      = "default"
+	defaultPrompt            = "Write a short story about a lighthouse keeper."
+)
+
+func (c *Config) applyDefaults() {
+	if c.GPUs.Enabled == "" {
+		c.GPUs.Enabled = "auto"
+	}
+	if c.Workloads == nil {
+		c.Workloads = map[string]*Workload{}
+	}
+	for _, w := range c.Workloads {
+		w.applyDefaults()
+	}
+	for _, t := range c.Targets {
+		if t == nil {
+			continue
+		}
+		if t.Timeout == 0 {
+			t.Timeout = model.Duration(DefaultTimeout)
+		}
+		if t.StreamIdleTimeout == 0 {
+			t.StreamIdleTimeout = model.Duration(DefaultStreamIdleTimeout)
+		}
+		if t.MaxResponseBytes == 0 {
+			t.MaxResponseBytes = DefaultMaxResponseBytes
+		}
+		if sm := t.ServerMetrics; sm != nil {
+			if sm.Kind == "" {
+				sm.Kind = "auto"
+			}
+			if sm.Timeout == 0 {
+				sm.Timeout = model.Duration(DefaultServerMetricsTime)
+			}
+		}
+		for _, p := range t.Probes {
+			if p == nil {
+				continue
+			}
+			if p.Stream == nil {
+				p.Stream = new(true)
+			}
+			if p.Timeout == 0 {
+				p.Timeout = t.Timeout
+			}
+			if p.Workload == "" {
+				p.Workload = defaultWorkloadName
+				if _, ok := c.Workloads[defaultWorkloadName]; !ok {
+					w := &Workload{}
+					w.applyDefaults()
+					c.Workloads[defaultWorkloadName] = w
+				}
+			}
+			if p.SLO != nil && p.SLO.Objective == 0 {
+				p.SLO.Objective = DefaultObjective
+			}
+		}
+	}
+}
+
+func (w *Workload) applyDefaults() {
+	if w == nil {
+		return
+	}
+	if len(w.Prompts.Inline) == 0 && w.Prompts.Synthetic == nil {
+		w.Prompts.Inline = []string{defaultPrompt}
+	}
+	if w.MaxTokens.Distribution == "" {
+		w.MaxTokens.Distribution = "constant"
+	}
+	if w.MaxTokens.Mean == 0 {
+		w.MaxTokens.Mean = DefaultMaxTokens
+	}
+}
+
+var (
+	nameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$`)
+	headerRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+)
+
+const nameRule = "use 1-64 letters, digits, '_', '.', ':' or '-', starting with a letter or digit"
+
+func (c *Config) validate(d *decoder) {
+	if len(c.Targets) == 0 {
+		d.at("targets", "no targets configured; add at least one under targets:")
+	}
+	targetNames := map[string]int{}
+	for i, t := range c.Targets {
+		path := fmt.Sprintf("targets[%d]", i)
+		if t == nil {
+			d.at(path, "empty target")
+			continue
+		}
+		if !nameRE.MatchString(t.Name) {
+			d.at(path+".name", "invalid target name %q; %s", t.Name, nameRule)
+		} else if prev, dup := targetNames[t.Name]; dup {
+			d.at(path+".name", "duplicate target name %q (also targets[%d]); target names must be unique", t.Name, prev)
+		} else {
+			targetNames[t.Name] = i
+		}
+		c.validateTarget(d, path, t)
+	}
+	for name, w := range c.Workloads {
+		w.validate(d, join("workloads", name))
+	}
+	if !slices.Contains([]string{"auto", "true", "false"}, c.GPUs.Enabled) {
+		d.at("gpus.enabled", "invalid value %q; want one of auto, true, false", c.GPUs.Enabled)
+	}
+	for i, dev := range c.GPUs.Devices {
+		if dev < 0 {
+			d.at(fmt.Sprintf("gpus.devices[%d]", i), "GPU index %d is negative", dev)
+		}
+	}
+}
+
+func (c *Config) validateTarget(d *decoder, path string, t *Target) {
+	if !slices.Contains(Protocols(), t.Protocol) {
+		if t.Protocol == "" {
+			d.at(path+".protocol", "missing protocol; want one of %s", strings.Join(Protocols(), ", "))
+		} else {
+			d.at(path+".protocol", "unknown protocol %q; want one of %s", t.Protocol, strings.Join(Protocols(), ", "))
+		}
+	}
+	switch {
+	case t.URL != "" && t.Address != "":
+		d.at(path+".address", "set either url (HTTP protocols) or address (gRPC host:port), not both")
+	case t.URL != "":
+		validateHTTPURL(d, path+".url", t.URL)
+	case t.Address != "":
+		if _, port, err := net.SplitHostPort(t.Address); err != nil || port == "" {
+			d.at(path+".address", "invalid address %q; want host:port", t.Address)
+		} else if strings.HasPrefix(t.Protocol, "openai") {
+			d.at(path+".address", "protocol %s talks HTTP; set url: http://%s instead of address", t.Protocol, t.Address)
+		}
+	default:
+		d.at(path, "missing url; set url: http://host:port of the server")
+	}
+	if !validLabelValue(t.Model) {
+		if t.Model == "" {
+			d.at(path+".model", "missing model; set the model name the server serves (see its /v1/models)")
+		} else {
+			d.at(path+".model", "invalid model %q; use at most 256 printable UTF-8 characters", t.Model)
+		}
+	}
+	if t.APIKeyFile != "" && t.APIKeyEnv != "" {
+		d.at(path+".api_key_env", "set either api_key_file or api_key_env, not both")
+	}
+	for name := range t.Headers {
+		if !headerRE.MatchString(name) {
+			d.at(join(path+".headers", name), "invalid HTTP header name %q", name)
+		} else if http.CanonicalHeaderKey(name) == "Authorization" && (t.APIKeyFile != "" || t.APIKeyEnv != "") {
+			d.at(join(path+".headers", name), "Authorization is set from the API key; remove this header or the api_key_* setting")
+		}
+	}
+	positive(d, path+".timeout", t.Timeout)
+	positive(d, path+".stream_idle_timeout", t.StreamIdleTimeout)
+	if t.MaxResponseBytes < 0 {
+		d.at(path+".max_response_bytes", "must be positive, got %d", t.MaxResponseBytes)
+	}
+	if sm := t.ServerMetrics; sm != nil {
+		validateHTTPURL(d, path+".server_metrics.url", sm.URL)
+		if !slices.Contains(ServerKinds(), sm.Kind) {
+			d.at(path+".server_metrics.kind", "unknown server kind %q; want one of %s", sm.Kind, strings.Join(ServerKinds(), ", "))
+		}
+		positive(d, path+".server_metrics.timeout", sm.Timeout)
+	}
+	if len(t.Probes) == 0 {
+		d.at(path+".probes", "target %q has no probes; add at least one under probes:", t.Name)
+	}
+	probeNames := map[string]int{}
+	for j, p := range t.Probes {
+		pp := fmt.Sprintf("%s.probes[%d]", path, j)
+		if p == nil {
+			d.at(pp, "empty probe")
+			continue
+		}
+		if !nameRE.MatchString(p.Name) {
+			d.at(pp+".name", "invalid probe name %q; %s", p.Name, nameRule)
+		} else if prev, dup := probeNames[p.Name]; dup {
+			d.at(pp+".name", "duplicate probe name %q (also %s.probes[%d]); probe names must be unique within a target", p.Name, path, prev)
+		} else {
+			probeNames[p.Name] = j
+		}
+		if _, ok := c.Workloads[p.Workload]; !ok {
+			d.at(pp+".workload", "unknown workload %q; define it under workloads: (have: %s)", p.Workload, strings.Join(sortedNames(c.Workloads), ", "))
+		}
+		if p.Schedule.Every == 0 {
+			d.at(pp+".schedule.every", "missing schedule; set schedule: {every: 15s}")
+		} else {
+			positive(d, pp+".schedule.every", p.Schedule.Every)
+		}
+		if p.Schedule.Jitter < 0 {
+			d.at(pp+".schedule.jitter", "must not be negative")
+		} else if p.Schedule.Jitter > p.Schedule.Every {
+			d.at(pp+".schedule.jitter", "jitter %s is longer than the interval %s", p.Schedule.Jitter, p.Schedule.Every)
+		}
+		positive(d, pp+".timeout", p.Timeout)
+		if s := p.SLO; s != nil {
+			if s.TTFT == 0 && s.TPOT == 0 {
+				d.at(pp+".slo", "an SLO needs a ttft or tpot threshold")
+			}
+			if s.TTFT < 0 {
+				d.at(pp+".slo.ttft", "must be positive")
+			}
+			if s.TPOT < 0 {
+				d.at(pp+".slo.tpot", "must be positive")
+			}
+			if !(s.Objective > 0 && s.Objective < 1) || math.IsNaN(s.Objective) {
+				d.at(pp+".slo.objective", "objective %v must be a ratio between 0 and 1 exclusive, e.g. 0.99", s.Objective)
+			}
+		}
+	}
+}
+
+func (w *Workload) validate(d *decoder, path string) {
+	if w == nil {
+		d.at(path, "empty workload")
+		return
+	}
+	if len(w.Prompts.Inline) > 0 && w.Prompts.Synthetic != nil {
+		d.at(path+".prompts", "set either inline or synthetic prompts, not both")
+	}
+	for i, p := range w.Prompts.Inline {
+		if strings.TrimSpace(p) == "" {
+			d.at(fmt.Sprintf("%s.prompts.inline[%d]", path, i), "empty prompt")
+		}
+	}
+	if s := w.Prompts.Synthetic; s != nil && (s.InputTokens < 1 || s.InputTokens > 1<<20) {
+		d.at(path+".prompts.synthetic.input_tokens", "want 1 to 1048576 tokens, got %d", s.InputTokens)
+	}
+	if !slices.Contains(Distributions(), w.MaxTokens.Distribution) {
+		d.at(path+".max_tokens.distribution", "unknown distribution %q; want one of %s", w.MaxTokens.Distribution, strings.Join(Distributions(), ", "))
+	}
+	if w.MaxTokens.Mean < 1 || w.MaxTokens.Mean > 1<<20 {
+		d.at(path+".max_tokens", "want 1 to 1048576 tokens, got %d", w.MaxTokens.Mean)
+	}
+	if w.MinTokens < 0 || w.MinTokens > w.MaxTokens.Mean {
+		d.at(path+".min_tokens", "min_tokens %d must be between 0 and max_tokens (%d)", w.MinTokens, w.MaxTokens.Mean)
+	}
+	if t := w.Temperature; t != nil && (*t < 0 || *t > 2 || math.IsNaN(*t)) {
+		d.at(path+".temperature", "want 0 to 2, got %v", *t)
+	}
+	if p := w.TopP; p != nil && (*p <= 0 || *p > 1 || math.IsNaN(*p)) {
+		d.at(path+".top_p", "want more than 0 and at most 1, got %v", *p)
+	}
+}
+
+func validateHTTPURL(d *decoder, path, raw string) {
+	if raw == "" {
+		d.at(path, "missing url")
+		return
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		d.at(path, "invalid URL %q: %v", raw, err)
+		return
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		d.at(path, "URL %q must use http or https", raw)
+		return
+	}
+	if u.Host == "" {
+		d.at(path, "URL %q has no host", raw)
+	}
+	if u.User != nil {
+		d.at(path, "URL %q carries credentials; use api_key_file instead, so they never appear in logs", redactURL(u))
+	}
+}
+
+func redactURL(u *url.URL) string {
+	c := *u
+	c.User = nil
+	return c.String()
+}
+
+func positive(d *decoder, path string, v model.Duration) {
+	if v < 0 {
+		d.at(path, "must be positive, got %s", v)
+	}
+}
+
+// validLabelValue keeps label values printable and bounded: they end up in
+// every series of the target and in dashboards.
+func validLabelValue(s string) bool {
+	if s == "" || len(s) > 256 || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func sortedNames(m map[string]*Workload) []string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// resolveSecrets reads API keys; paths are relative to the config file.
+func (c *Config) resolveSecrets(d *decoder, dir string, getenv func(string) string) {
+	for i, t := range c.Targets {
+		if t == nil {
+			continue
+		}
+		path := fmt.Sprintf("targets[%d]", i)
+		switch {
+		case t.APIKeyFile != "":
+			f := t.APIKeyFile
+			if !filepath.IsAbs(f) {
+				f = filepath.Join(dir, f)
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				d.at(path+".api_key_file", "cannot read API key: %v", err)
+				continue
+			}
+			key := string(bytes.TrimSpace(b))
+			if key == "" {
+				d.at(path+".api_key_file", "API key file %s is empty", f)
+				continue
+			}
+			t.APIKey = promconfig.Secret(key)
+		case t.APIKeyEnv != "":
+			key := strings.TrimSpace(getenv(t.APIKeyEnv))
+			if key == "" {
+				d.at(path+".api_key_env", "environment variable %s is not set or empty", t.APIKeyEnv)
+				continue
+			}
+			t.APIKey = promconfig.Secret(key)
+		}
+		if t.TLSConfig.CAFile != "" || t.TLSConfig.CertFile != "" || t.TLSConfig.KeyFile != "" {
+			t.TLSConfig.SetDirectory(dir)
+		}
+	}
+}
+
+// Load reads, decodes, defaults, validates and resolves the config file.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	return Parse(b, path, filepath.Dir(path), os.Getenv)
+}
+
+// Parse is Load without the file system access for the config itself. name
+// is used in error messages; dir resolves relative paths in the config.
+func Parse(b []byte, name, dir string, getenv func(string) string) (*Config, error) {
+	d := &decoder{file: name, positions: map[string]*yaml.Node{}}
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		return nil, &Error{File: name, Line: yamlErrorLine(err), Column: 1, Msg: cleanYAMLError(err)}
+	}
+	cfg := &Config{}
+	if root.Kind == 0 || len(root.Content) == 0 {
+		d.errorf(nil, "", "the file is empty; it needs at least a targets: list")
+		return nil, d.err()
+	}
+	d.decode(&root, reflectValue(cfg), "")
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	cfg.applyDefaults()
+	cfg.validate(d)
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	cfg.resolveSecrets(d, dir, getenv)
+	if err := d.err(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+var yamlLineRE = regexp.MustCompile(`line (\d+)`)
+
+func yamlErrorLine(err error) int {
+	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	return 0
+}
+
+// Marshal renders the effective config; secrets show as <secret>.
+func (c *Config) Marshal() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(c); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
