@@ -489,7 +489,11 @@ func (s *series) observe(r *probe.Result) {
 			ex = prometheus.Labels{exemplarLabel: exemplarValue(r.RequestID)}
 		}
 		if isStream {
-			observeWithExemplar(s.ttft, r.TTFT.Seconds(), ex)
+			// A stream that ended successfully without output has no first
+			// token; its TTFT is not zero but undefined.
+			if r.TTFT > 0 {
+				observeWithExemplar(s.ttft, r.TTFT.Seconds(), ex)
+			}
 			if tpot, has := r.TPOT(); has {
 				s.tpot.Observe(tpot.Seconds())
 			}
