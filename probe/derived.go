@@ -16,16 +16,24 @@ func (r *Result) TPOT() (tpot time.Duration, ok bool) {
 // chunk: each gap between consecutive output chunks is divided by the tokens
 // the later chunk carried and observed that many times, as genai-perf does.
 // A stall therefore shows up as one long gap, never averaged away.
+//
+// A chunk that carried no tokens (possible with per-chunk server counts) is
+// skipped, and the next gap is measured from the last chunk before it that
+// did (or from the first chunk, the TTFT reference), so no time is lost: the
+// observations always sum to the span from the first chunk to the last
+// token-carrying one.
 func (r *Result) InterTokenLatencies(observe func(time.Duration)) {
+	prev := 0
 	for i := 1; i < len(r.Chunks); i++ {
 		n := r.Chunks[i].Tokens
 		if n <= 0 {
 			continue
 		}
-		gap := (r.Chunks[i].At - r.Chunks[i-1].At) / time.Duration(n)
+		gap := (r.Chunks[i].At - r.Chunks[prev].At) / time.Duration(n)
 		for range n {
 			observe(gap)
 		}
+		prev = i
 	}
 }
 

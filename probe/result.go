@@ -79,6 +79,13 @@ type Request struct {
 // Phases are the connection phases of the round trip, from net/http/httptrace.
 // A phase that did not happen (DNS for an IP literal, connect and TLS on a
 // pooled connection) is zero and Has* is false.
+//
+// Each phase is its own segment, so they can be compared and summed: DNS is
+// DNSStart→DNSDone, Connect is ConnectStart→ConnectDone, TLS is the
+// handshake, Write is from getting the connection to having written the
+// whole request, FirstByte is from the request written to the first byte of
+// the response head (server queueing plus, for non-streaming answers, the
+// whole generation).
 type Phases struct {
 	DNS, Connect, TLS, Write, FirstByte                time.Duration
 	HasDNS, HasConnect, HasTLS, HasWrite, HasFirstByte bool
@@ -111,8 +118,14 @@ type Result struct {
 	TTFT time.Duration
 	// Chunks are the output-carrying chunks in arrival order.
 	Chunks []Chunk
-	// EndToEnd is the time from Start to the last byte of the final event.
+	// EndToEnd is the time from Start to the last byte of the final event
+	// (for a non-streamed answer: the last byte of the body). On failure it
+	// is the time from Start until the failure was detected.
 	EndToEnd time.Duration
+	// Streamed is true when the answer was streamed. A non-streamed answer
+	// arrives all at once: it has no TTFT (zero), no Chunks and hence no
+	// ITL; only EndToEnd, token counts and FinishReason are meaningful.
+	Streamed bool
 
 	InputTokens        int
 	InputTokensSource  TokenSource
@@ -131,4 +144,7 @@ type Driver interface {
 	// the server sends, honours ctx for the overall deadline, and returns a
 	// non-nil Result whose Outcome is set.
 	Probe(ctx context.Context, req *Request) *Result
+	// Close releases the driver's idle connections. Probes in flight are
+	// not interrupted; the driver must not be used afterwards.
+	Close()
 }

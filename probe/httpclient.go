@@ -1,0 +1,429 @@
+package probe
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	promconfig "github.com/prometheus/common/config"
+)
+
+// This file is the HTTP half shared by every HTTP-based driver: one
+// transport per target, request headers, timing and phases, the stall
+// detector, status handling and error classification.
+
+var (
+	// errStreamStalled is the cancel cause set by the stall detector.
+	errStreamStalled = errors.New("stream stalled")
+	// errDrained is the cancel cause when draining after the final event
+	// takes longer than drainGrace.
+	errDrained = errors.New("drain grace period over")
+)
+
+const (
+	// drainGrace bounds how long we keep reading after the final event so
+	// the connection can go back to the pool (net/http reuses it only when
+	// the body was read to EOF).
+	drainGrace = 250 * time.Millisecond
+	// errorBodyBytes is how much of a non-200 body is read for the message.
+	errorBodyBytes = 4096
+	// maxErrorMessage bounds the server text quoted in Result.Err.
+	maxErrorMessage = 300
+)
+
+type httpTarget struct {
+	opts    TargetOptions
+	base    *url.URL
+	client  *http.Client
+	tr      *http.Transport
+	logger  *slog.Logger
+	secrets []string
+}
+
+func newHTTPTarget(opts TargetOptions, logger *slog.Logger) (*httpTarget, error) {
+	base, err := parseBaseURL(opts.URL)
+	if err != nil {
+		return nil, fmt.Errorf("target %q: %w", opts.Name, err)
+	}
+	tlsOpts := opts.TLS
+	tlsCfg, err := promconfig.NewTLSConfig(&tlsOpts)
+	if err != nil {
+		return nil, fmt.Errorf("target %q: TLS settings: %w", opts.Name, err)
+	}
+	dialer := &net.Dialer{Timeout: opts.ConnectTimeout, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		// No proxy from the environment: a prober measures the path to
+		// the server, and an unnoticed HTTP_PROXY would change it.
+		Proxy:               nil,
+		DialContext:         dialer.DialContext,
+		TLSClientConfig:     tlsCfg,
+		TLSHandshakeTimeout: opts.ConnectTimeout,
+		// A custom dialer and TLS config switch HTTP/2 off unless forced;
+		// servers that negotiate h2 over TLS get it.
+		ForceAttemptHTTP2: true,
+		DisableKeepAlives: opts.NewConnectionPerProbe,
+		// Transparent gzip would buffer the stream; we also send
+		// Accept-Encoding: identity explicitly.
+		DisableCompression: true,
+		// Bench runs up to 64 concurrent probes against one target.
+		MaxIdleConns:           128,
+		MaxIdleConnsPerHost:    64,
+		IdleConnTimeout:        90 * time.Second,
+		MaxResponseHeaderBytes: 64 << 10,
+		// ResponseHeaderTimeout stays 0: a streaming server may send its
+		// head only with the first token, after long queueing. The probe
+		// deadline (ctx) bounds it.
+	}
+	client := &http.Client{
+		Transport: tr,
+		// A redirect on a POST to an inference API is a misconfigured URL;
+		// following it would hide that and change what is measured.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	t := &httpTarget{opts: opts, base: base, client: client, tr: tr, logger: logger}
+	if opts.BearerToken != "" {
+		t.secrets = append(t.secrets, opts.BearerToken)
+	}
+	for k, v := range opts.Headers {
+		if v != "" && sensitiveHeader(k) {
+			t.secrets = append(t.secrets, v)
+		}
+	}
+	if p, ok := base.User.Password(); ok && p != "" {
+		t.secrets = append(t.secrets, p)
+	}
+	return t, nil
+}
+
+// sensitiveHeader guesses which custom headers carry credentials, so their
+// values are redacted from errors too.
+func sensitiveHeader(name string) bool {
+	n := strings.ToLower(name)
+	for _, s := range []string{"auth", "key", "token", "secret", "cookie", "password"} {
+		if strings.Contains(n, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *httpTarget) close() { t.tr.CloseIdleConnections() }
+
+// newRequestID returns 16 random bytes in hex.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24).
+	return hex.EncodeToString(b[:])
+}
+
+// redact removes secrets from err's message. When something was removed,
+// the returned error no longer unwraps to the original (whose message holds
+// the secret) but still answers errors.Is for it.
+func (t *httpTarget) redact(err error) error {
+	if err == nil || len(t.secrets) == 0 {
+		return err
+	}
+	msg := err.Error()
+	red := msg
+	for _, s := range t.secrets {
+		red = strings.ReplaceAll(red, s, "<secret>")
+	}
+	if red == msg {
+		return err
+	}
+	return &redactedError{msg: red, orig: err}
+}
+
+type redactedError struct {
+	msg  string
+	orig error
+}
+
+func (e *redactedError) Error() string          { return e.msg }
+func (e *redactedError) Is(target error) bool { return errors.Is(e.orig, target) }
+
+// exchange is one request/response in flight.
+type exchange struct {
+	t      *httpTarget
+	parent context.Context
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	trace  *traceRecorder
+	resp   *http.Response
+	body   *watchedBody
+	idle   *time.Timer
+	start  time.Time
+}
+
+// send builds and sends a POST of body to endpoint and waits for the
+// response head. It sets r.Start, r.Phases and r.StatusCode. On failure,
+// including a non-200 status, it sets r.Outcome, r.Err and r.EndToEnd and
+// returns nil; otherwise the caller reads ex.body and calls ex.finish.
+func (t *httpTarget) send(ctx context.Context, r *Result, endpoint string, body []byte, stream bool) *exchange {
+	ex := &exchange{t: t, parent: ctx, trace: &traceRecorder{}}
+	ex.ctx, ex.cancel = context.WithCancelCause(ctx)
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ex.ctx, ex.trace.clientTrace()),
+		http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		ex.cancel(nil)
+		r.Start = time.Now()
+		r.Outcome, r.Err = OutcomeProtocolError, errors.New("cannot build the HTTP request")
+		return nil
+	}
+	t.setHeaders(req, r.RequestID, stream)
+
+	// Start is taken after the request is fully built, immediately before
+	// handing it to the transport. TTFT therefore includes getting a
+	// connection (DNS, connect, TLS when none is pooled) and writing the
+	// request, as the TTFT definition requires, but none of our own
+	// marshalling. The phases are exported separately for both views.
+	r.Start = time.Now()
+	ex.start = r.Start
+	resp, err := t.client.Do(req)
+	var gotConn bool
+	r.Phases, gotConn = ex.trace.phases()
+	if err != nil {
+		r.EndToEnd = time.Since(ex.start)
+		if !gotConn && context.Cause(ex.ctx) == nil {
+			r.Outcome, r.Err = OutcomeConnectError, fmt.Errorf("connecting: %w", unwrapURLError(err))
+		} else {
+			r.Outcome, r.Err = ex.classify(err, "waiting for the response head")
+		}
+		ex.cancel(nil)
+		return nil
+	}
+	ex.resp = resp
+	r.StatusCode = resp.StatusCode
+	// The stall detector is armed once the head has arrived: from here on
+	// the server has accepted the request and owes us bytes.
+	ex.idle = time.AfterFunc(t.opts.StreamIdleTimeout, func() { ex.cancel(errStreamStalled) })
+	ex.body = &watchedBody{r: resp.Body, idle: ex.idle, timeout: t.opts.StreamIdleTimeout}
+	if !ex.checkStatus(r) {
+		r.EndToEnd = time.Since(ex.start)
+		ex.finish()
+		return nil
+	}
+	return ex
+}
+
+func (t *httpTarget) setHeaders(req *http.Request, id string, stream bool) {
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	if stream {
+		h.Set("Accept", "text/event-stream")
+	} else {
+		h.Set("Accept", "application/json")
+	}
+	h.Set("Accept-Encoding", "identity")
+	h.Set("User-Agent", "llm-prober")
+	for k, v := range t.opts.Headers {
+		if strings.EqualFold(k, "Host") {
+			req.Host = v
+			continue
+		}
+		h.Set(k, v)
+	}
+	h.Set("X-Request-Id", id)
+	if t.opts.BearerToken != "" {
+		h.Set("Authorization", "Bearer "+t.opts.BearerToken)
+	}
+}
+
+// finish releases the exchange. Safe to call more than once.
+func (ex *exchange) finish() {
+	if ex.idle != nil {
+		ex.idle.Stop()
+	}
+	if ex.resp != nil {
+		_ = ex.resp.Body.Close()
+	}
+	ex.cancel(context.Canceled)
+}
+
+// drain keeps reading after the final event, briefly, so that the
+// connection reaches EOF and can be reused. read should consume until an
+// error; its result does not change the outcome.
+func (ex *exchange) drain(read func() error) {
+	ex.idle.Stop()
+	grace := time.AfterFunc(drainGrace, func() { ex.cancel(errDrained) })
+	defer grace.Stop()
+	_ = read()
+}
+
+// classify maps an error met while waiting for or reading the response.
+func (ex *exchange) classify(err error, doing string) (Outcome, error) {
+	elapsed := time.Since(ex.start).Round(time.Millisecond)
+	if errors.Is(context.Cause(ex.ctx), errStreamStalled) {
+		return OutcomeStreamStalled, fmt.Errorf("no bytes for %v while %s (stream_idle_timeout)", ex.t.opts.StreamIdleTimeout, doing)
+	}
+	if perr := ex.parent.Err(); perr != nil {
+		if errors.Is(perr, context.DeadlineExceeded) {
+			return OutcomeTimeout, fmt.Errorf("probe deadline exceeded after %v while %s: %w", elapsed, doing, perr)
+		}
+		// Cancelled by the caller (shutdown, reload): there is no outcome
+		// for that, the closest is timeout; Err says what happened.
+		return OutcomeTimeout, fmt.Errorf("probe cancelled after %v while %s: %w", elapsed, doing, perr)
+	}
+	switch {
+	case errors.Is(err, errLineTooLong), errors.Is(err, errEventTooLong),
+		errors.Is(err, errBodyTooLarge), errors.Is(err, errNoProgress):
+		return OutcomeProtocolError, fmt.Errorf("%s: %w", doing, err)
+	}
+	// Reset, EOF or a broken chunked encoding after the request went out:
+	// the answer did not arrive whole.
+	return OutcomeIncomplete, fmt.Errorf("connection failed while %s: %w", doing, unwrapURLError(err))
+}
+
+// unwrapURLError drops url.Error's `Post "URL":` prefix: the target is
+// known from the labels, and URLs may carry credentials in query strings.
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// checkStatus accepts 200 and turns anything else into an outcome.
+func (ex *exchange) checkStatus(r *Result) bool {
+	code := ex.resp.StatusCode
+	if code == http.StatusOK {
+		return true
+	}
+	switch {
+	case code >= 300 && code < 400:
+		loc := "(no Location)"
+		if l, err := ex.resp.Location(); err == nil {
+			// Only scheme, host and path: query strings may hold tokens.
+			loc = (&url.URL{Scheme: l.Scheme, Host: l.Host, Path: l.Path}).String()
+		}
+		r.Outcome = OutcomeProtocolError
+		r.Err = fmt.Errorf("server redirected with HTTP %d to %s; redirects are not followed, point the target URL at the final location", code, loc)
+		return false
+	case code >= 400 && code < 500:
+		r.Outcome = OutcomeHTTP4xx
+	case code >= 500 && code < 600:
+		r.Outcome = OutcomeHTTP5xx
+	default:
+		r.Outcome = OutcomeProtocolError
+	}
+	snippet, _ := io.ReadAll(io.LimitReader(ex.body, errorBodyBytes))
+	msg := errorMessage(snippet)
+	if msg == "" {
+		r.Err = fmt.Errorf("HTTP %d %s", code, http.StatusText(code))
+	} else {
+		r.Err = fmt.Errorf("HTTP %d %s: %s", code, http.StatusText(code), msg)
+	}
+	return false
+}
+
+// watchedBody re-arms the stall detector on every read that delivered bytes
+// and remembers when the last byte arrived.
+type watchedBody struct {
+	r       io.Reader
+	idle    *time.Timer
+	timeout time.Duration
+	last    time.Time
+	n       int64
+}
+
+func (w *watchedBody) Read(p []byte) (int, error) {
+	n, err := w.r.Read(p)
+	if n > 0 {
+		w.last = time.Now()
+		w.n += int64(n)
+		w.idle.Reset(w.timeout)
+	}
+	return n, err
+}
+
+// traceRecorder collects httptrace events. Its hooks may run on transport
+// goroutines, even after Do returned (a dial abandoned by a cancelled
+// request finishes in the background), hence the mutex.
+type traceRecorder struct {
+	mu                   sync.Mutex
+	dnsStart, dnsDone    time.Time
+	connStart, connDone  time.Time
+	tlsStart, tlsDone    time.Time
+	gotConn, wrote, resp time.Time
+	reused               bool
+}
+
+func (tr *traceRecorder) set(dst *time.Time) {
+	now := time.Now()
+	tr.mu.Lock()
+	*dst = now
+	tr.mu.Unlock()
+}
+
+func (tr *traceRecorder) clientTrace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		DNSStart: func(httptrace.DNSStartInfo) { tr.set(&tr.dnsStart) },
+		DNSDone: func(i httptrace.DNSDoneInfo) {
+			if i.Err == nil {
+				tr.set(&tr.dnsDone)
+			}
+		},
+		ConnectStart: func(string, string) {
+			now := time.Now()
+			tr.mu.Lock()
+			// Happy eyeballs may start several; the phase starts with the first.
+			if tr.connStart.IsZero() {
+				tr.connStart = now
+			}
+			tr.mu.Unlock()
+		},
+		ConnectDone: func(_, _ string, err error) {
+			if err == nil {
+				tr.set(&tr.connDone)
+			}
+		},
+		TLSHandshakeStart: func() { tr.set(&tr.tlsStart) },
+		TLSHandshakeDone: func(_ tls.ConnectionState, err error) {
+			if err == nil {
+				tr.set(&tr.tlsDone)
+			}
+		},
+		GotConn: func(i httptrace.GotConnInfo) {
+			now := time.Now()
+			tr.mu.Lock()
+			tr.gotConn, tr.reused = now, i.Reused
+			tr.mu.Unlock()
+		},
+		WroteRequest:         func(httptrace.WroteRequestInfo) { tr.set(&tr.wrote) },
+		GotFirstResponseByte: func() { tr.set(&tr.resp) },
+	}
+}
+
+// phases converts the recorded times; gotConn reports whether a connection
+// was obtained at all (false means the failure was in DNS/connect/TLS).
+func (tr *traceRecorder) phases() (p Phases, gotConn bool) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	span := func(a, b time.Time) (time.Duration, bool) {
+		if a.IsZero() || b.IsZero() || b.Before(a) {
+			return 0, false
+		}
+		return b.Sub(a), true
+	}
+	p.DNS, p.HasDNS = span(tr.dnsStart, tr.dnsDone)
+	p.Connect, p.HasConnect = span(tr.connStart, tr.connDone)
+	p.TLS, p.HasTLS = span(tr.tlsStart, tr.tlsDone)
+	p.Write, p.HasWrite = span(tr.gotConn, tr.wrote)
+	p.FirstByte, p.HasFirstByte = span(tr.wrote, tr.resp)
+	p.ConnectionReused = tr.reused
+	return p, !tr.gotConn.IsZero()
+}

@@ -1,0 +1,432 @@
+package probe
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"strings"
+	"time"
+)
+
+// maxChunks bounds Result.Chunks so an endless stream of tiny events cannot
+// grow memory beyond a few MiB before MaxResponseBytes stops it. It is far
+// above any max_tokens a probe asks for.
+const maxChunks = 1 << 18
+
+// maxTokensPerChunk rejects absurd per-chunk counts derived from usage: a
+// consumer observes ITL once per token, so a hostile count must not turn
+// into billions of observations.
+const maxTokensPerChunk = 1 << 16
+
+// openAIDriver speaks the OpenAI-compatible /v1/chat/completions
+// (chat=true) or /v1/completions API.
+type openAIDriver struct {
+	t    *httpTarget
+	chat bool
+	url  string
+}
+
+func (d *openAIDriver) Close() { d.t.close() }
+
+// Probe implements Driver.
+func (d *openAIDriver) Probe(ctx context.Context, req *Request) *Result {
+	if req == nil {
+		req = &Request{}
+	}
+	r := &Result{RequestID: req.ID, Streamed: req.Stream}
+	if r.RequestID == "" {
+		r.RequestID = newRequestID()
+	}
+	defer d.t.done(r)
+	body, err := d.requestBody(req)
+	if err != nil {
+		r.Start = time.Now()
+		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("building the request body: %w", err)
+		return r
+	}
+	ex := d.t.send(ctx, r, d.url, body, req.Stream)
+	if ex == nil {
+		return r
+	}
+	defer ex.finish()
+	if req.Stream && !isJSONContentType(ex.resp.Header.Get("Content-Type")) {
+		d.readStream(ex, r)
+	} else {
+		d.readBody(ex, r, req.Stream)
+	}
+	return r
+}
+
+// done finishes every probe: secrets out of the error, one debug line.
+func (t *httpTarget) done(r *Result) {
+	r.Err = t.redact(r.Err)
+	if r.Outcome == "" {
+		r.Outcome = OutcomeProtocolError
+	}
+	if !t.logger.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	attrs := []any{"request_id", r.RequestID, "outcome", r.Outcome, "status", r.StatusCode,
+		"ttft", r.TTFT, "end_to_end", r.EndToEnd, "output_tokens", r.OutputTokens}
+	if r.Err != nil {
+		attrs = append(attrs, "err", r.Err)
+	}
+	t.logger.Debug("probe finished", attrs...)
+}
+
+// requestBody builds the JSON body.
+//
+// Only max_tokens is sent, never max_completion_tokens as well: every
+// server in the reference honours max_tokens (vLLM and SGLang deprecate it
+// for chat but still apply it, llama.cpp maps it to n_predict, Ollama /v1
+// knows only it), while TGI declares max_completion_tokens a serde alias of
+// max_tokens, so a body carrying both is rejected there as a duplicate field.
+//
+// ignore_eos and min_tokens are vLLM/SGLang extensions that TGI and Ollama
+// do not know; they are sent only when set. stream_options is sent only when
+// streaming because vLLM rejects it with stream=false. An Extra entry
+// overrides a built field; an Extra entry with a nil value removes it (e.g.
+// stream_options for a server that rejects it).
+func (d *openAIDriver) requestBody(req *Request) ([]byte, error) {
+	m := make(map[string]any, 12)
+	model := req.Model
+	if model == "" {
+		model = d.t.opts.Model
+	}
+	if model != "" {
+		m["model"] = model
+	}
+	if d.chat {
+		msgs := req.Messages
+		if len(msgs) == 0 {
+			msgs = []Message{{Role: "user", Content: req.Prompt}}
+		}
+		m["messages"] = msgs
+	} else {
+		prompt := req.Prompt
+		if prompt == "" && len(req.Messages) > 0 {
+			prompt = promptFromMessages(req.Messages)
+		}
+		m["prompt"] = prompt
+	}
+	if req.MaxTokens > 0 {
+		m["max_tokens"] = req.MaxTokens
+	}
+	m["stream"] = req.Stream
+	if req.Stream {
+		m["stream_options"] = map[string]any{"include_usage": true}
+	}
+	if req.Temperature != nil {
+		m["temperature"] = *req.Temperature
+	}
+	if req.TopP != nil {
+		m["top_p"] = *req.TopP
+	}
+	if req.Seed != nil {
+		m["seed"] = *req.Seed
+	}
+	if len(req.Stop) > 0 {
+		m["stop"] = req.Stop
+	}
+	if req.IgnoreEOS {
+		m["ignore_eos"] = true
+	}
+	if req.MinTokens > 0 {
+		m["min_tokens"] = req.MinTokens
+	}
+	for k, v := range req.Extra {
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+	}
+	return json.Marshal(m)
+}
+
+// promptFromMessages flattens chat messages for the completions API. No
+// chat template is applied (the prober does not know the model's); the
+// contents are joined by blank lines, which keeps the input token count
+// close to the chat form.
+func promptFromMessages(msgs []Message) string {
+	parts := make([]string, 0, len(msgs))
+	for _, m := range msgs {
+		parts = append(parts, m.Content)
+	}
+	return strings.Join(parts, "\n\n")
+}
+
+func isJSONContentType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/json"
+}
+
+// oaiChunk is what we read from a streamed chunk or a whole answer: only
+// the fields the measurements need, plus every error shape.
+type oaiChunk struct {
+	errorFields
+	Choices []oaiChoice `json:"choices"`
+	Usage   *oaiUsage   `json:"usage"`
+}
+
+type oaiChoice struct {
+	Text         present  `json:"text"`
+	Delta        oaiDelta `json:"delta"`
+	Message      oaiDelta `json:"message"`
+	FinishReason *string  `json:"finish_reason"`
+}
+
+type oaiDelta struct {
+	Content          present `json:"content"`
+	ReasoningContent present `json:"reasoning_content"` // vLLM (older), SGLang, llama.cpp, DeepSeek
+	Reasoning        present `json:"reasoning"`         // vLLM (newer), Ollama
+}
+
+type oaiUsage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+// present records whether a text field carried output, without keeping
+// (or allocating) the text: null, "" and empty containers carry none.
+type present bool
+
+func (p *present) UnmarshalJSON(b []byte) error {
+	switch string(bytes.TrimSpace(b)) {
+	case "null", `""`, "[]", "{}":
+		*p = false
+	default:
+		*p = true
+	}
+	return nil
+}
+
+// hasOutput reports whether any choice carried output text.
+func (c *oaiChunk) hasOutput() bool {
+	for i := range c.Choices {
+		ch := &c.Choices[i]
+		if ch.Text || ch.Delta.Content || ch.Delta.ReasoningContent || ch.Delta.Reasoning ||
+			ch.Message.Content || ch.Message.ReasoningContent || ch.Message.Reasoning {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *oaiChunk) finishReason() string {
+	for i := range c.Choices {
+		if fr := c.Choices[i].FinishReason; fr != nil && *fr != "" {
+			return sanitize([]byte(*fr))
+		}
+	}
+	return ""
+}
+
+// decode resets c (keeping the choices' backing array) and decodes b.
+func (c *oaiChunk) decode(b []byte) error {
+	choices := c.Choices[:cap(c.Choices)]
+	clear(choices)
+	*c = oaiChunk{Choices: choices[:0]}
+	return decodeJSON(b, c)
+}
+
+// streamState accumulates what a stream tells us about tokens.
+type streamState struct {
+	// cum[i] is the cumulative completion_tokens carried by content chunk i
+	// (continuous usage stats), -1 when that chunk had no usage.
+	cum      []int
+	usage    oaiUsage
+	hasUsage bool
+}
+
+var doneMarker = []byte("[DONE]")
+
+func (d *openAIDriver) readStream(ex *exchange, r *Result) {
+	opts := d.t.opts
+	sr := newSSEReader(ex.body, opts.MaxLineBytes, opts.MaxResponseBytes)
+	var st streamState
+	var chunk oaiChunk
+	for {
+		ev, err := sr.next()
+		if err != nil {
+			r.EndToEnd = time.Since(r.Start)
+			if errors.Is(err, io.EOF) {
+				r.Outcome = OutcomeIncomplete
+				r.Err = fmt.Errorf("stream ended without [DONE] after %d output chunks", len(r.Chunks))
+			} else {
+				r.Outcome, r.Err = ex.classify(err, "reading the stream")
+			}
+			break
+		}
+		if stop := d.onEvent(ev, r, &st, &chunk); stop {
+			if r.Outcome == OutcomeSuccess {
+				ex.drain(func() error {
+					for {
+						if _, err := sr.next(); err != nil {
+							return err
+						}
+					}
+				})
+			}
+			break
+		}
+	}
+	st.finish(r)
+}
+
+// onEvent handles one SSE event; it returns true when the stream is over
+// (r.Outcome set).
+func (d *openAIDriver) onEvent(ev *sseEvent, r *Result, st *streamState, chunk *oaiChunk) bool {
+	fail := func(o Outcome, err error) bool {
+		r.Outcome, r.Err, r.EndToEnd = o, err, ev.At.Sub(r.Start)
+		return true
+	}
+	if ev.ErrorData != nil {
+		// llama.cpp's `error: {json}` line.
+		return fail(streamError(ev.ErrorData))
+	}
+	typ := string(ev.Type)
+	if typ == "error" {
+		return fail(streamError(ev.Data))
+	}
+	if typ != "" && typ != "message" {
+		return false // not part of the OpenAI stream (e.g. a ping)
+	}
+	data := bytes.TrimSpace(ev.Data)
+	if len(data) == 0 {
+		return false
+	}
+	if bytes.Equal(data, doneMarker) {
+		r.Outcome = OutcomeSuccess
+		r.EndToEnd = ev.At.Sub(r.Start)
+		return true
+	}
+	if err := chunk.decode(data); err != nil {
+		return fail(OutcomeProtocolError, fmt.Errorf("chunk after %d output chunks is not valid JSON (%v): %s",
+			len(r.Chunks), err, sanitize(data)))
+	}
+	if e, ok := chunk.apiError(); ok {
+		return fail(e.outcome(), fmt.Errorf("mid-stream %w", e))
+	}
+	if fr := chunk.finishReason(); fr != "" {
+		r.FinishReason = fr
+	}
+	if u := chunk.Usage; u != nil {
+		st.usage, st.hasUsage = *u, true
+	}
+	if chunk.hasOutput() {
+		if len(r.Chunks) >= maxChunks {
+			return fail(OutcomeProtocolError, fmt.Errorf("more than %d output chunks", maxChunks))
+		}
+		at := ev.At.Sub(r.Start)
+		if len(r.Chunks) == 0 {
+			r.TTFT = at
+		}
+		r.Chunks = append(r.Chunks, Chunk{At: at, Tokens: 1})
+		c := -1
+		if u := chunk.Usage; u != nil {
+			c = u.CompletionTokens
+		}
+		st.cum = append(st.cum, c)
+	}
+	return false
+}
+
+// streamError turns an error event's payload into an outcome.
+func streamError(data []byte) (Outcome, error) {
+	var f errorFields
+	if err := decodeJSON(bytes.TrimSpace(data), &f); err == nil {
+		if e, ok := f.apiError(); ok {
+			return e.outcome(), fmt.Errorf("mid-stream %w", e)
+		}
+	}
+	return OutcomeProtocolError, fmt.Errorf("mid-stream error event: %s", sanitize(data))
+}
+
+// finish settles token counts once the stream is over (also on failure, so
+// partial answers can be inspected).
+func (st *streamState) finish(r *Result) {
+	if st.continuous() {
+		prev := 0
+		for i, c := range st.cum {
+			r.Chunks[i].Tokens = c - prev
+			prev = c
+		}
+	}
+	if st.hasUsage {
+		r.OutputTokens, r.OutputTokensSource = max(st.usage.CompletionTokens, 0), TokenSourceServer
+		r.InputTokens, r.InputTokensSource = max(st.usage.PromptTokens, 0), TokenSourceServer
+		return
+	}
+	n := 0
+	for _, c := range r.Chunks {
+		n += c.Tokens
+	}
+	r.OutputTokens, r.OutputTokensSource = n, TokenSourceCounted
+}
+
+// continuous reports whether every content chunk carried a cumulative
+// completion_tokens (vLLM/SGLang continuous_usage_stats) that can be turned
+// into per-chunk counts. Usage placeholders that stay at zero (Ollama) or go
+// backwards do not qualify; then each chunk counts as one token.
+func (st *streamState) continuous() bool {
+	if len(st.cum) == 0 {
+		return false
+	}
+	prev := 0
+	for _, c := range st.cum {
+		if c <= prev || c-prev > maxTokensPerChunk {
+			return false
+		}
+		prev = c
+	}
+	return true
+}
+
+// readBody handles a whole JSON answer: a non-streamed request, or a server
+// that answered a streaming request with JSON (usually an error).
+func (d *openAIDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
+	limit := d.t.opts.MaxResponseBytes
+	data, err := io.ReadAll(io.LimitReader(ex.body, limit+1))
+	if err != nil {
+		r.EndToEnd = time.Since(r.Start)
+		r.Outcome, r.Err = ex.classify(err, "reading the body")
+		return
+	}
+	r.EndToEnd = time.Since(r.Start)
+	if !ex.body.last.IsZero() {
+		r.EndToEnd = ex.body.last.Sub(r.Start)
+	}
+	if int64(len(data)) > limit {
+		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("reading the body: %w", errBodyTooLarge)
+		return
+	}
+	var c oaiChunk
+	if err := c.decode(bytes.TrimSpace(data)); err != nil {
+		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("answer is not valid JSON (%v): %s", err, sanitize(data))
+		return
+	}
+	if e, ok := c.apiError(); ok {
+		r.Outcome, r.Err = e.outcome(), e
+		return
+	}
+	if wantedStream {
+		r.Outcome, r.Err = OutcomeProtocolError, errors.New("server answered a streaming request with a single JSON document (stream ignored?)")
+		return
+	}
+	if len(c.Choices) == 0 {
+		r.Outcome, r.Err = OutcomeProtocolError, errors.New("answer has no choices")
+		return
+	}
+	r.FinishReason = c.finishReason()
+	if c.Usage != nil {
+		r.OutputTokens, r.OutputTokensSource = max(c.Usage.CompletionTokens, 0), TokenSourceServer
+		r.InputTokens, r.InputTokensSource = max(c.Usage.PromptTokens, 0), TokenSourceServer
+	}
+	r.Outcome = OutcomeSuccess
+}

@@ -1,0 +1,143 @@
+package probe
+
+import (
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	promconfig "github.com/prometheus/common/config"
+)
+
+// Defaults applied by NewDriver to zero TargetOptions fields.
+const (
+	DefaultStreamIdleTimeout = 30 * time.Second
+	DefaultMaxResponseBytes  = 64 << 20
+	DefaultMaxLineBytes      = 1 << 20
+	DefaultConnectTimeout    = 10 * time.Second
+)
+
+// Protocol names accepted by NewDriver.
+const (
+	ProtocolOpenAIChat        = "openai_chat"
+	ProtocolOpenAICompletions = "openai_completions"
+)
+
+// SupportedProtocols lists the protocols NewDriver can build, for config
+// validation and help texts.
+func SupportedProtocols() []string {
+	return []string{ProtocolOpenAIChat, ProtocolOpenAICompletions}
+}
+
+// TargetOptions is everything a driver needs to know about one target.
+// The config layer fills it; zero values mean the defaults above.
+type TargetOptions struct {
+	// Name identifies the target in logs.
+	Name string
+	// URL is the server's base URL, e.g. http://127.0.0.1:8000. Drivers
+	// append their API path; a URL already ending in /v1 (or in the full
+	// endpoint path) is accepted as well.
+	URL string
+	// Model is sent when the Request does not name one.
+	Model string
+	// Headers are added to every request. A "Host" entry sets the Host.
+	Headers map[string]string
+	// BearerToken is the already-resolved secret sent as
+	// "Authorization: Bearer". It is never logged nor put in an error.
+	BearerToken string
+	TLS         promconfig.TLSConfig
+	// NewConnectionPerProbe disables keep-alive, so every probe pays (and
+	// measures) DNS, connect and TLS.
+	NewConnectionPerProbe bool
+	// StreamIdleTimeout is the stall detector: once the response head has
+	// arrived, a gap this long without any body byte ends the probe as
+	// stream_stalled. It covers the wait for the first token too.
+	StreamIdleTimeout time.Duration
+	// MaxResponseBytes bounds the whole body; MaxLineBytes bounds one SSE
+	// line (and one event's joined data). Beyond them: protocol_error.
+	MaxResponseBytes int64
+	MaxLineBytes     int
+	// ConnectTimeout bounds dialing and, separately, the TLS handshake.
+	ConnectTimeout time.Duration
+}
+
+// withDefaults returns o with zero fields replaced by the defaults.
+func (o TargetOptions) withDefaults() TargetOptions {
+	if o.StreamIdleTimeout <= 0 {
+		o.StreamIdleTimeout = DefaultStreamIdleTimeout
+	}
+	if o.MaxResponseBytes <= 0 {
+		o.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if o.MaxLineBytes <= 0 {
+		o.MaxLineBytes = DefaultMaxLineBytes
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	return o
+}
+
+// NewDriver builds the driver for protocol against one target. It fails on
+// an unknown protocol, an unusable URL or TLS settings that cannot be
+// loaded (missing CA file, bad client key pair). A nil logger discards.
+func NewDriver(protocol string, opts TargetOptions, logger *slog.Logger) (Driver, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	var chat bool
+	switch protocol {
+	case ProtocolOpenAIChat:
+		chat = true
+	case ProtocolOpenAICompletions:
+	default:
+		return nil, fmt.Errorf("unknown protocol %q (supported: %s)", protocol, strings.Join(SupportedProtocols(), ", "))
+	}
+	t, err := newHTTPTarget(opts.withDefaults(), logger.With("target", opts.Name, "protocol", protocol))
+	if err != nil {
+		return nil, err
+	}
+	endpoint := "/completions"
+	if chat {
+		endpoint = "/chat/completions"
+	}
+	return &openAIDriver{t: t, chat: chat, url: endpointURL(t.base, endpoint)}, nil
+}
+
+// parseBaseURL checks that a target URL is absolute http(s) with a host.
+func parseBaseURL(raw string) (*url.URL, error) {
+	if raw == "" {
+		return nil, fmt.Errorf("target URL is empty")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Error repeats the URL, which may carry user:password.
+		return nil, fmt.Errorf("target URL is not valid")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("target URL %q: scheme must be http or https", u.Redacted())
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("target URL %q has no host", u.Redacted())
+	}
+	return u, nil
+}
+
+// endpointURL appends an OpenAI API path (e.g. "/chat/completions") to the
+// base URL: base + "/v1" + path, except when the base already ends in /v1
+// or in /v1+path.
+func endpointURL(base *url.URL, path string) string {
+	u := *base
+	p := strings.TrimRight(u.Path, "/")
+	switch {
+	case strings.HasSuffix(p, "/v1"+path):
+	case strings.HasSuffix(p, "/v1"):
+		p += path
+	default:
+		p += "/v1" + path
+	}
+	u.Path = p
+	u.RawPath = ""
+	return u.String()
+}

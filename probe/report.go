@@ -1,0 +1,135 @@
+package probe
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteReport prints the human-readable breakdown of one probe, as the
+// `llm-prober probe` subcommand shows it: outcome first, then where the time
+// went (phases, TTFT, TPOT, ITL percentiles, end-to-end), then tokens.
+func WriteReport(w io.Writer, target, probeName string, r *Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	line := func(label, format string, args ...any) {
+		fmt.Fprintf(tw, "%s\t%s\n", label, fmt.Sprintf(format, args...))
+	}
+	if r == nil {
+		line("target", "%s", targetProbe(target, probeName))
+		line("outcome", "no result")
+		return tw.Flush()
+	}
+	line("target", "%s", targetProbe(target, probeName))
+	if r.Err != nil {
+		line("outcome", "%s: %v", r.Outcome, r.Err)
+	} else {
+		line("outcome", "%s", r.Outcome)
+	}
+	line("request id", "%s", orNone(r.RequestID))
+	if r.StatusCode != 0 {
+		line("status", "%d", r.StatusCode)
+	} else {
+		line("status", "none")
+	}
+	p := r.Phases
+	conn := "new connection"
+	if p.ConnectionReused {
+		conn = "reused connection (no dns/connect/tls)"
+	}
+	line("connection", "%s", conn)
+	line("  dns", "%s", phase(p.DNS, p.HasDNS))
+	line("  connect", "%s", phase(p.Connect, p.HasConnect))
+	line("  tls", "%s", phase(p.TLS, p.HasTLS))
+	line("  write", "%s", phase(p.Write, p.HasWrite))
+	line("  first byte", "%s", phase(p.FirstByte, p.HasFirstByte))
+
+	switch {
+	case !r.Streamed:
+		line("ttft", "n/a (not streamed)")
+	case r.TTFT > 0:
+		line("ttft", "%s", ms(r.TTFT))
+	default:
+		line("ttft", "none (no output arrived)")
+	}
+	if tpot, ok := r.TPOT(); ok {
+		line("tpot", "%s", ms(tpot))
+	} else {
+		line("tpot", "n/a (needs a streamed answer of 2+ tokens)")
+	}
+	var itl []time.Duration
+	r.InterTokenLatencies(func(d time.Duration) { itl = append(itl, d) })
+	if len(itl) > 0 {
+		slices.Sort(itl)
+		line("itl", "p50 %s  p95 %s  max %s  (%d gaps over %d chunks)",
+			ms(percentile(itl, 0.50)), ms(percentile(itl, 0.95)), ms(itl[len(itl)-1]), len(itl), len(r.Chunks))
+	} else {
+		line("itl", "n/a")
+	}
+	if r.EndToEnd > 0 {
+		line("end-to-end", "%s", ms(r.EndToEnd))
+	} else {
+		line("end-to-end", "n/a")
+	}
+	if tps, ok := r.OutputTokensPerSecond(); ok {
+		line("output tokens/s", "%.1f", tps)
+	} else {
+		line("output tokens/s", "n/a")
+	}
+	line("input tokens", "%s", tokens(r.InputTokens, r.InputTokensSource))
+	line("output tokens", "%s", tokens(r.OutputTokens, r.OutputTokensSource))
+	line("finish reason", "%s", orNone(r.FinishReason))
+	return tw.Flush()
+}
+
+func targetProbe(target, probeName string) string {
+	if probeName == "" {
+		return target
+	}
+	return target + " / " + probeName
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func phase(d time.Duration, ok bool) string {
+	if !ok {
+		return "-"
+	}
+	return ms(d)
+}
+
+// ms prints a duration in milliseconds with precision that suits its size.
+func ms(d time.Duration) string {
+	v := float64(d) / float64(time.Millisecond)
+	switch {
+	case v < 1:
+		return fmt.Sprintf("%.3f ms", v)
+	case v < 100:
+		return fmt.Sprintf("%.2f ms", v)
+	default:
+		return fmt.Sprintf("%.1f ms", v)
+	}
+}
+
+func tokens(n int, src TokenSource) string {
+	if src == TokenSourceNone {
+		return "unknown"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d (%s)", n, src)
+	return b.String()
+}
+
+// percentile is the nearest-rank percentile of sorted values.
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
