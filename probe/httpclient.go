@@ -152,7 +152,7 @@ type redactedError struct {
 	orig error
 }
 
-func (e *redactedError) Error() string          { return e.msg }
+func (e *redactedError) Error() string        { return e.msg }
 func (e *redactedError) Is(target error) bool { return errors.Is(e.orig, target) }
 
 // exchange is one request/response in flight.
