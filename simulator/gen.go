@@ -1,0 +1,471 @@
+package simulator
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// event is one thing a protocol front-end may put on the wire.
+type event struct {
+	kind   string // role, reasoning, content, finish, usage, done, malformed, error
+	text   string
+	tokens int
+	// final marks the last output chunk, which carries the finish reason
+	// unless a separate finish chunk was asked for.
+	final  bool
+	status int // error events
+}
+
+// frontEnd is the protocol-specific part of serving one request: how the
+// answer and its errors look on the wire. Timing, scheduling, faults,
+// ground truth and metrics are common and live in job.
+type frontEnd interface {
+	// streamContentType is the Content-Type of a streamed answer.
+	streamContentType() string
+	// encodeEvent returns the bytes of a streamed event, or nil when the
+	// protocol has no such event (for example no role chunk).
+	encodeEvent(ev event, p *plan) []byte
+	// body is the whole non-streaming answer.
+	body(p *plan, text, reasoning string) []byte
+	// errorBody is an error answer with its HTTP status.
+	errorBody(status int, msg string) []byte
+}
+
+// plan is everything decided about a request before it runs.
+type plan struct {
+	id              string
+	model           string
+	stream          bool
+	includeUsage    bool
+	promptTokens    int
+	maxTokens       int
+	outputTokens    int // total, reasoning included
+	reasoningTokens int
+	finishReason    string
+	opts            requestOptions
+	faults          faultSet
+	created         int64
+	text            *rand.Rand // output words
+	timing          *rand.Rand // jitter
+}
+
+// planLength decides how many tokens an answer has: exactly max_tokens
+// with ignore_eos, otherwise a natural length around the configured mean,
+// raised to min_tokens and capped by max_tokens.
+func planLength(o OutputConfig, maxTokens, minTokens int, ignoreEOS bool, rng *rand.Rand) (n int, reason string) {
+	natural := float64(o.MeanTokens) * (1 + o.LengthSpread*(2*rng.Float64()-1))
+	nat := max(int(natural+0.5), 1)
+	if ignoreEOS {
+		return maxTokens, finishLength
+	}
+	n = max(nat, minTokens)
+	if n >= maxTokens {
+		return maxTokens, finishLength
+	}
+	return n, finishStop
+}
+
+// job serves one admitted-or-queued request of any HTTP protocol.
+type job struct {
+	s        *Server
+	w        http.ResponseWriter
+	rc       *http.ResponseController
+	fe       frontEnd
+	entry    *truthEntry
+	p        *plan
+	received time.Time
+
+	ticket     *ticket
+	admitted   time.Time
+	firstToken time.Time
+	lastToken  time.Time
+	sent       int // output tokens flushed
+	fired      map[string]bool
+}
+
+// errClientGone means a write failed or the request context ended.
+var errClientGone = errors.New("client gone")
+
+func (j *job) run(ctx context.Context) {
+	p := j.p
+	if f, ok := p.faults.get(faultError); ok {
+		j.httpError(f.status, "Injected fault: HTTP "+strconv.Itoa(f.status), outcomeHTTPError)
+		return
+	}
+	t, err := j.s.engine.enqueue(p.promptTokens)
+	if err != nil {
+		j.httpError(http.StatusServiceUnavailable, "The server is overloaded: the waiting queue is full.", outcomeRejected)
+		return
+	}
+	j.ticket = t
+	defer t.release()
+
+	var outcome, reason string
+	if p.stream {
+		outcome, reason = j.runStream(ctx)
+	} else {
+		outcome, reason = j.runUnary(ctx)
+	}
+	j.observe(outcome, reason)
+}
+
+// observe records the request in /metrics once it has left the engine.
+func (j *job) observe(outcome, reason string) {
+	m := j.s.metrics
+	end := time.Now()
+	j.entry.update(func(r *RequestRecord) {
+		if reason != "" {
+			r.FinishReason = reason
+		}
+	})
+	j.entry.finish(outcome)
+	if j.admitted.IsZero() {
+		return
+	}
+	m.queue.Observe(j.admitted.Sub(j.received).Seconds())
+	m.promptTokens.Add(float64(j.p.promptTokens))
+	m.promptTokensHist.Observe(float64(j.p.promptTokens))
+	m.generationTokens.Add(float64(j.sent))
+	m.generationTokensHist.Observe(float64(j.sent))
+	m.e2e.Observe(end.Sub(j.received).Seconds())
+	if !j.firstToken.IsZero() {
+		m.ttft.Observe(j.firstToken.Sub(j.received).Seconds())
+		m.prefill.Observe(j.firstToken.Sub(j.admitted).Seconds())
+		m.decode.Observe(j.lastToken.Sub(j.firstToken).Seconds())
+		m.inference.Observe(j.lastToken.Sub(j.admitted).Seconds())
+		if j.sent > 1 {
+			m.reqTPOT.Observe(j.lastToken.Sub(j.firstToken).Seconds() / float64(j.sent-1))
+		}
+	}
+	switch outcome {
+	case outcomeCompleted:
+		m.finished(reason)
+	case outcomeErrorEvent:
+		m.finished(finishError)
+	default:
+		m.finished(finishAbort)
+	}
+}
+
+// httpError answers before any byte of the body was sent.
+func (j *job) httpError(status int, msg, outcome string) {
+	writeBody(j.w, status, "application/json", j.fe.errorBody(status, msg))
+	j.entry.update(func(r *RequestRecord) {
+		r.Status = status
+		r.Error = msg
+	})
+	j.entry.finish(outcome)
+}
+
+func writeBody(w http.ResponseWriter, status int, contentType string, b []byte) {
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	// A failed write means the client left; there is nobody to tell.
+	_, _ = w.Write(b)
+}
+
+// emit writes one streamed event and flushes it; the ground-truth time is
+// taken right after Flush returned.
+func (j *job) emit(ev event) error {
+	b := j.fe.encodeEvent(ev, j.p)
+	if b == nil {
+		return nil
+	}
+	if _, err := j.w.Write(b); err != nil {
+		return errClientGone
+	}
+	if err := j.rc.Flush(); err != nil {
+		return errClientGone
+	}
+	now := time.Now()
+	content := ev.tokens > 0 && ev.text != ""
+	j.entry.addChunk(now, ev.kind, ev.tokens, content)
+	if ev.tokens > 0 {
+		if j.firstToken.IsZero() {
+			j.firstToken = now
+		} else {
+			gap := now.Sub(j.lastToken) / time.Duration(ev.tokens)
+			for range ev.tokens {
+				j.s.metrics.observeITL(gap)
+			}
+		}
+		j.lastToken = now
+		j.sent += ev.tokens
+	}
+	return nil
+}
+
+// sleepUntil waits for a planned time; false when ctx ended first.
+func sleepUntil(ctx context.Context, at time.Time) bool {
+	d := time.Until(at)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// admit waits in the queue and then for the prefill; it returns the time
+// the first token is ready.
+func (j *job) admit(ctx context.Context) (time.Time, bool) {
+	if err := j.ticket.wait(ctx); err != nil {
+		return time.Time{}, false
+	}
+	j.admitted = time.Now()
+	j.entry.update(func(r *RequestRecord) { r.AdmittedUnixNano = j.admitted.UnixNano() })
+	ready := j.admitted.Add(j.s.engine.prefillTime(j.p.promptTokens, j.p.timing))
+	if f, ok := j.p.faults.get(faultSlowFirstToken); ok {
+		ready = ready.Add(f.dur)
+	}
+	return ready, sleepUntil(ctx, ready)
+}
+
+// segment is a run of tokens of one kind.
+type segment struct {
+	kind string
+	n    int
+}
+
+func (j *job) segments() []segment {
+	var segs []segment
+	if j.p.reasoningTokens > 0 {
+		segs = append(segs, segment{kindReasoning, j.p.reasoningTokens})
+	}
+	if c := j.p.outputTokens - j.p.reasoningTokens; c > 0 {
+		segs = append(segs, segment{kindContent, c})
+	}
+	return segs
+}
+
+// midStream fires the faults due once `sent` tokens were produced; a
+// terminal fault returns its outcome. atEnd fires everything left.
+func (j *job) midStream(ctx context.Context, sent int, atEnd bool) (terminal string, err error) {
+	due := func(kind string) (fault, bool) {
+		f, ok := j.p.faults.get(kind)
+		if !ok || j.fired[kind] || (f.after > sent && !atEnd) {
+			return f, false
+		}
+		j.fired[kind] = true
+		return f, true
+	}
+	if f, ok := due(faultStall); ok {
+		if !sleepUntil(ctx, time.Now().Add(f.dur)) {
+			return "", errClientGone
+		}
+	}
+	if _, ok := due(faultMalformed); ok && j.p.stream {
+		if err := j.emit(event{kind: kindMalformed}); err != nil {
+			return "", err
+		}
+	}
+	// Terminal faults: the first due one ends the stream.
+	for _, t := range [...]struct{ kind, outcome string }{
+		{faultReset, outcomeReset}, {faultTruncate, outcomeTruncated}, {faultErrorEvent, outcomeErrorEvent},
+	} {
+		if _, ok := due(t.kind); ok {
+			return t.outcome, nil
+		}
+	}
+	return "", nil
+}
+
+// tokenLoop paces the output. produce is called for each chunk at its
+// planned time; it returns the terminal fault outcome that stopped the
+// stream, if any.
+func (j *job) tokenLoop(ctx context.Context, ready time.Time, produce func(seg segment, n int, final bool) error) (string, error) {
+	next := ready
+	produced := 0
+	total := j.p.outputTokens
+	segs := j.segments()
+	for si, seg := range segs {
+		for done := 0; done < seg.n; {
+			if term, err := j.midStream(ctx, produced, false); err != nil || term != "" {
+				return term, err
+			}
+			n := min(j.p.opts.tokensPerChunk, seg.n-done)
+			// The first token is ready at the end of prefill; each further
+			// token costs a decode step at the current batch size.
+			steps := n
+			if produced == 0 {
+				steps = n - 1
+			}
+			for range steps {
+				next = next.Add(j.s.engine.decodeTime(j.p.timing))
+			}
+			if !sleepUntil(ctx, next) {
+				return "", errClientGone
+			}
+			final := produced+n == total && si == len(segs)-1
+			if err := produce(seg, n, final); err != nil {
+				return "", err
+			}
+			j.ticket.addTokens(n)
+			produced += n
+			done += n
+			// A slow reader delays the engine too; do not burst to catch up.
+			if now := time.Now(); now.Sub(next) > j.s.cfg.Latency.DecodeBase {
+				next = now
+			}
+		}
+	}
+	return j.midStream(ctx, produced, true)
+}
+
+func (j *job) runStream(ctx context.Context) (outcome, reason string) {
+	h := j.w.Header()
+	h.Set("Content-Type", j.fe.streamContentType())
+	h.Set("Cache-Control", "no-cache")
+	j.w.WriteHeader(http.StatusOK)
+	j.entry.update(func(r *RequestRecord) { r.Status = http.StatusOK })
+	roleMode := j.p.opts.roleChunk
+	var err error
+	if roleMode == RoleChunkImmediate {
+		err = j.emit(event{kind: kindRole})
+	} else {
+		// Headers go out at once as on vLLM, so time to first byte is not
+		// time to first token.
+		err = j.rc.Flush()
+	}
+	if err != nil {
+		return outcomeClientGone, ""
+	}
+	ready, ok := j.admit(ctx)
+	if !ok {
+		return outcomeClientGone, ""
+	}
+	separate := j.p.opts.separateFinishChunk
+	term, err := j.tokenLoop(ctx, ready, func(seg segment, n int, final bool) error {
+		if roleMode == RoleChunkWithFirstToken && j.sent == 0 {
+			if err := j.emit(event{kind: kindRole}); err != nil {
+				return err
+			}
+		}
+		return j.emit(event{kind: seg.kind, text: words(j.p.text, n), tokens: n, final: final && !separate})
+	})
+	if err != nil {
+		return outcomeClientGone, ""
+	}
+	switch term {
+	case outcomeReset:
+		j.resetConnection()
+		return outcomeReset, ""
+	case outcomeTruncated:
+		return outcomeTruncated, ""
+	case outcomeErrorEvent:
+		f, _ := j.p.faults.get(faultErrorEvent)
+		if j.emit(event{kind: kindError, status: f.status}) != nil || j.emit(event{kind: kindDone}) != nil {
+			return outcomeClientGone, ""
+		}
+		return outcomeErrorEvent, ""
+	}
+	// A stream whose output was all reasoning, or a protocol asked for a
+	// separate finish chunk, ends with an empty chunk carrying the reason.
+	if separate || j.p.outputTokens == j.p.reasoningTokens {
+		if j.emit(event{kind: kindFinish, final: true}) != nil {
+			return outcomeClientGone, ""
+		}
+	}
+	if j.p.includeUsage {
+		if j.emit(event{kind: kindUsage}) != nil {
+			return outcomeClientGone, ""
+		}
+	}
+	if j.emit(event{kind: kindDone}) != nil {
+		return outcomeClientGone, ""
+	}
+	return outcomeCompleted, j.p.finishReason
+}
+
+func (j *job) runUnary(ctx context.Context) (outcome, reason string) {
+	ready, ok := j.admit(ctx)
+	if !ok {
+		return outcomeClientGone, ""
+	}
+	var text, reasoning []byte
+	term, err := j.tokenLoop(ctx, ready, func(seg segment, n int, _ bool) error {
+		w := words(j.p.text, n)
+		if seg.kind == kindReasoning {
+			reasoning = append(reasoning, w...)
+		} else {
+			text = append(text, w...)
+		}
+		now := time.Now()
+		if j.firstToken.IsZero() {
+			j.firstToken = now
+		}
+		j.lastToken = now
+		j.sent += n
+		return nil
+	})
+	if err != nil {
+		return outcomeClientGone, ""
+	}
+	body := j.fe.body(j.p, string(text), string(reasoning))
+	record := func(kind string) {
+		j.entry.addChunk(time.Now(), kind, j.sent, j.sent > 0)
+	}
+	switch term {
+	case outcomeReset:
+		j.resetConnection()
+		return outcomeReset, ""
+	case outcomeErrorEvent:
+		f, _ := j.p.faults.get(faultErrorEvent)
+		j.httpError(f.status, "Injected fault: internal error", outcomeErrorEvent)
+		return outcomeErrorEvent, ""
+	case outcomeTruncated:
+		// Promise the whole body, send half, close: the client sees an
+		// unexpected EOF.
+		j.w.Header().Set("Content-Type", "application/json")
+		j.w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		j.w.WriteHeader(http.StatusOK)
+		_, _ = j.w.Write(body[:len(body)/2])
+		j.closeConnection(false)
+		return outcomeTruncated, ""
+	}
+	if _, ok := j.p.faults.get(faultMalformed); ok {
+		body = body[:len(body)/2]
+	}
+	writeBody(j.w, http.StatusOK, "application/json", body)
+	if j.rc.Flush() != nil {
+		return outcomeClientGone, ""
+	}
+	j.entry.update(func(r *RequestRecord) { r.Status = http.StatusOK })
+	record(kindBody)
+	return outcomeCompleted, j.p.finishReason
+}
+
+func (j *job) resetConnection() { j.closeConnection(true) }
+
+// closeConnection takes the connection from net/http and closes it; with
+// reset, SO_LINGER 0 makes the kernel send RST so the client sees
+// "connection reset by peer" rather than a clean EOF.
+func (j *job) closeConnection(reset bool) {
+	conn, _, err := j.rc.Hijack()
+	if err != nil {
+		j.s.logger.Debug("cannot hijack connection for fault", "request_id", j.p.id, "err", err)
+		return
+	}
+	if reset {
+		c := conn
+		if tc, ok := c.(*tls.Conn); ok {
+			c = tc.NetConn()
+		}
+		if tcp, ok := c.(*net.TCPConn); ok {
+			_ = tcp.SetLinger(0)
+		}
+	}
+	_ = conn.Close()
+}

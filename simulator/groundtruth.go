@@ -1,0 +1,188 @@
+package simulator
+
+import (
+	"sync"
+	"time"
+)
+
+// RequestRecord is the ground truth of one request, served as JSON at
+// GET /debug/requests/{id}. Times are wall-clock Unix nanoseconds so a
+// prober on the same host can compare them with its own clock.
+type RequestRecord struct {
+	ID       string `json:"id"`
+	Protocol string `json:"protocol"`
+	Path     string `json:"path"`
+	Model    string `json:"model"`
+	Stream   bool   `json:"stream"`
+	// Status is the HTTP status sent (0 while unknown).
+	Status int `json:"status"`
+	// Outcome is in_progress, completed, http_error, rejected, reset,
+	// truncated, error_event or client_gone.
+	Outcome string `json:"outcome"`
+	// Done is false while the request is still being served.
+	Done bool `json:"done"`
+
+	ReceivedUnixNano int64 `json:"received_unix_nano"`
+	AdmittedUnixNano int64 `json:"admitted_unix_nano,omitempty"`
+	// FirstTokenUnixNano is the flush of the first chunk carrying output
+	// (content or reasoning), the server's view of TTFT.
+	FirstTokenUnixNano int64 `json:"first_token_unix_nano,omitempty"`
+	FinishedUnixNano   int64 `json:"finished_unix_nano,omitempty"`
+
+	PromptTokens int `json:"prompt_tokens"`
+	MaxTokens    int `json:"max_tokens"`
+	// PlannedOutputTokens is the answer's length had nothing gone wrong.
+	PlannedOutputTokens int `json:"planned_output_tokens"`
+	// OutputTokens were actually flushed; ReasoningTokens is the part of
+	// them sent as reasoning_content.
+	OutputTokens    int      `json:"output_tokens"`
+	ReasoningTokens int      `json:"reasoning_tokens"`
+	FinishReason    string   `json:"finish_reason,omitempty"`
+	Faults          []string `json:"faults"`
+	Error           string   `json:"error,omitempty"`
+
+	Chunks []ChunkRecord `json:"chunks"`
+	// ChunksDropped counts chunks beyond ground_truth.max_chunks_per_request.
+	ChunksDropped int `json:"chunks_dropped,omitempty"`
+}
+
+// ChunkRecord is one write flushed to the client.
+type ChunkRecord struct {
+	// UnixNano is taken right after the write and Flush returned.
+	UnixNano int64 `json:"unix_nano"`
+	// Kind is role, reasoning, content, finish, usage, done, malformed,
+	// error (a mid-stream error event) or body (a whole non-streaming body).
+	Kind string `json:"kind"`
+	// Tokens is the number of output tokens the chunk carried.
+	Tokens int `json:"tokens"`
+	// Content is true when the chunk carried non-empty output text.
+	Content bool `json:"content"`
+}
+
+// Chunk kinds.
+const (
+	kindRole      = "role"
+	kindReasoning = "reasoning"
+	kindContent   = "content"
+	kindFinish    = "finish"
+	kindUsage     = "usage"
+	kindDone      = "done"
+	kindMalformed = "malformed"
+	kindError     = "error"
+	kindBody      = "body"
+)
+
+// Outcomes.
+const (
+	outcomeInProgress = "in_progress"
+	outcomeCompleted  = "completed"
+	outcomeHTTPError  = "http_error"
+	outcomeRejected   = "rejected"
+	outcomeReset      = "reset"
+	outcomeTruncated  = "truncated"
+	outcomeErrorEvent = "error_event"
+	outcomeClientGone = "client_gone"
+)
+
+// truthEntry is a record being filled by its request's goroutine while
+// readers may snapshot it.
+type truthEntry struct {
+	maxChunks int
+	done      chan struct{}
+
+	mu  sync.Mutex
+	rec RequestRecord
+}
+
+func (e *truthEntry) update(f func(r *RequestRecord)) {
+	e.mu.Lock()
+	f(&e.rec)
+	e.mu.Unlock()
+}
+
+func (e *truthEntry) addChunk(at time.Time, kind string, tokens int, content bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ns := at.UnixNano()
+	if content && e.rec.FirstTokenUnixNano == 0 {
+		e.rec.FirstTokenUnixNano = ns
+	}
+	e.rec.OutputTokens += tokens
+	if kind == kindReasoning {
+		e.rec.ReasoningTokens += tokens
+	}
+	if len(e.rec.Chunks) >= e.maxChunks {
+		e.rec.ChunksDropped++
+		return
+	}
+	e.rec.Chunks = append(e.rec.Chunks, ChunkRecord{UnixNano: ns, Kind: kind, Tokens: tokens, Content: content})
+}
+
+// finish marks the record complete; only the first call counts.
+func (e *truthEntry) finish(outcome string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.rec.Done {
+		return
+	}
+	e.rec.Done = true
+	e.rec.Outcome = outcome
+	e.rec.FinishedUnixNano = time.Now().UnixNano()
+	close(e.done)
+}
+
+func (e *truthEntry) snapshot() RequestRecord {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := e.rec
+	r.Chunks = append([]ChunkRecord(nil), e.rec.Chunks...)
+	r.Faults = append([]string{}, e.rec.Faults...)
+	return r
+}
+
+// truthStore keeps the most recent records, evicting the oldest, so that
+// months of running never grow memory.
+type truthStore struct {
+	maxChunks int
+
+	mu   sync.Mutex
+	byID map[string]*truthEntry
+	ring []*truthEntry
+	next int
+}
+
+func newTruthStore(c GroundTruthConfig) *truthStore {
+	return &truthStore{
+		maxChunks: c.MaxChunksPerEntry,
+		byID:      make(map[string]*truthEntry, c.Capacity),
+		ring:      make([]*truthEntry, c.Capacity),
+	}
+}
+
+// add stores a new record; a reused id replaces the older record.
+func (s *truthStore) add(rec RequestRecord) *truthEntry {
+	rec.Outcome = outcomeInProgress
+	e := &truthEntry{maxChunks: s.maxChunks, done: make(chan struct{}), rec: rec}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.ring[s.next]; old != nil && s.byID[old.rec.ID] == old {
+		delete(s.byID, old.rec.ID)
+	}
+	s.ring[s.next] = e
+	s.next = (s.next + 1) % len(s.ring)
+	s.byID[rec.ID] = e
+	return e
+}
+
+func (s *truthStore) get(id string) (*truthEntry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.byID[id]
+	return e, ok
+}
+
+func (s *truthStore) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.byID)
+}

@@ -1,0 +1,502 @@
+package simulator
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// This file is the OpenAI-compatible front-end, shaped like vLLM's
+// /v1/chat/completions and /v1/completions.
+
+type openAIRequest struct {
+	Model               string            `json:"model"`
+	Messages            []chatMessage     `json:"messages"`
+	Prompt              json.RawMessage   `json:"prompt"`
+	MaxTokens           *int              `json:"max_tokens"`
+	MaxCompletionTokens *int              `json:"max_completion_tokens"`
+	MinTokens           int               `json:"min_tokens"`
+	IgnoreEOS           bool              `json:"ignore_eos"`
+	Seed                *int64            `json:"seed"`
+	Stream              bool              `json:"stream"`
+	StreamOptions       *openAIStreamOpts `json:"stream_options"`
+}
+
+type openAIStreamOpts struct {
+	// IncludeUsage defaults to true on vLLM when stream_options is given.
+	IncludeUsage *bool `json:"include_usage"`
+}
+
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// apiError is a client error with vLLM's status and error type.
+type apiError struct {
+	status int
+	msg    string
+	param  string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
+}
+
+// promptWords counts input tokens of a completions prompt: a string, a
+// one-element list of strings, or token ids (counted one per id).
+func promptWords(raw json.RawMessage) (int, string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, "", badRequest("prompt is required")
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return countWords(s), s, nil
+	}
+	var list []string
+	if json.Unmarshal(raw, &list) == nil {
+		if len(list) != 1 {
+			return 0, "", badRequest("the simulator accepts exactly one prompt, got %d", len(list))
+		}
+		return countWords(list[0]), list[0], nil
+	}
+	var ids []int64
+	if json.Unmarshal(raw, &ids) == nil {
+		return len(ids), string(raw), nil
+	}
+	var idLists [][]int64
+	if json.Unmarshal(raw, &idLists) == nil && len(idLists) == 1 {
+		return len(idLists[0]), string(raw), nil
+	}
+	return 0, "", badRequest("prompt must be a string, a list with one string, or token ids")
+}
+
+// messageWords counts input tokens of chat messages: the words of every
+// text content (string, or the text parts of a parts array).
+func messageWords(msgs []chatMessage) (int, string, error) {
+	if len(msgs) == 0 {
+		return 0, "", badRequest("messages must not be empty")
+	}
+	var all strings.Builder
+	n := 0
+	for i, m := range msgs {
+		if len(m.Content) == 0 || string(m.Content) == "null" {
+			continue
+		}
+		var s string
+		if json.Unmarshal(m.Content, &s) == nil {
+			n += countWords(s)
+			all.WriteString(s)
+			all.WriteByte('\n')
+			continue
+		}
+		var parts []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal(m.Content, &parts); err != nil {
+			return 0, "", badRequest("messages[%d].content must be a string or an array of parts", i)
+		}
+		for _, p := range parts {
+			if p.Type == "text" {
+				n += countWords(p.Text)
+				all.WriteString(p.Text)
+				all.WriteByte('\n')
+			}
+		}
+	}
+	return n, all.String(), nil
+}
+
+// openAIFrontEnd encodes answers for one of the two endpoints.
+type openAIFrontEnd struct {
+	chat bool
+}
+
+func (f openAIFrontEnd) protocol() string {
+	if f.chat {
+		return "openai_chat"
+	}
+	return "openai_completions"
+}
+
+// handleOpenAI serves /v1/chat/completions (chat) or /v1/completions.
+func (s *Server) handleOpenAI(chat bool) http.HandlerFunc {
+	fe := openAIFrontEnd{chat: chat}
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, ok := s.requestID(w, r)
+		if !ok {
+			writeBody(w, http.StatusBadRequest, "application/json",
+				fe.errorBody(http.StatusBadRequest, HeaderRequestID+" must be 1..128 printable ASCII characters"))
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBodyBytes))
+		received := time.Now()
+		entry := s.truth.add(RequestRecord{
+			ID:               id,
+			Protocol:         fe.protocol(),
+			Path:             r.URL.Path,
+			ReceivedUnixNano: received.UnixNano(),
+			Faults:           []string{},
+			Chunks:           []ChunkRecord{},
+		})
+		fail := func(e *apiError) {
+			writeBody(w, e.status, "application/json", fe.errorBodyParam(e.status, e.msg, e.param))
+			entry.update(func(rec *RequestRecord) {
+				rec.Status = e.status
+				rec.Error = e.msg
+			})
+			entry.finish(outcomeHTTPError)
+			s.logger.Debug("rejected request", "request_id", id, "status", e.status, "err", e.msg)
+		}
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				fail(&apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body larger than %d bytes", mbe.Limit)})
+				return
+			}
+			fail(badRequest("reading request body: %v", err))
+			return
+		}
+		seq := s.seq.Add(1)
+		p, apiErr := s.planOpenAI(fe, id, body, r.Header, seq)
+		if apiErr != nil {
+			fail(apiErr)
+			return
+		}
+		entry.update(func(rec *RequestRecord) {
+			rec.Model = p.model
+			rec.Stream = p.stream
+			rec.PromptTokens = p.promptTokens
+			rec.MaxTokens = p.maxTokens
+			rec.PlannedOutputTokens = p.outputTokens
+			rec.Faults = p.faults.strings()
+		})
+		j := &job{s: s, w: w, rc: http.NewResponseController(w), fe: fe, entry: entry, p: p, received: received, fired: map[string]bool{}}
+		j.run(r.Context())
+	}
+}
+
+// planOpenAI validates the request like vLLM and decides its answer.
+func (s *Server) planOpenAI(fe openAIFrontEnd, id string, body []byte, h http.Header, seq uint64) (*plan, *apiError) {
+	var req openAIRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&req); err != nil {
+		return nil, badRequest("invalid JSON body: %v", err)
+	}
+	if dec.More() {
+		return nil, badRequest("invalid JSON body: trailing data after the request object")
+	}
+	model := req.Model
+	if model == "" {
+		model = s.cfg.ServedModelNames[0]
+	}
+	if !contains(s.cfg.ServedModelNames, model) {
+		return nil, &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("The model `%s` does not exist.", req.Model), param: "model"}
+	}
+	if req.StreamOptions != nil && !req.Stream {
+		return nil, badRequest("Stream options can only be defined when `stream=True`.")
+	}
+
+	var prompt int
+	var promptText string
+	var err error
+	if fe.chat {
+		prompt, promptText, err = messageWords(req.Messages)
+	} else {
+		prompt, promptText, err = promptWords(req.Prompt)
+	}
+	if err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			return nil, ae
+		}
+		return nil, badRequest("%v", err)
+	}
+	// Templates and BOS add tokens; at least one makes the prefill real.
+	prompt = max(prompt, 1)
+	if prompt >= s.cfg.MaxModelLen {
+		return nil, badRequest("This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", s.cfg.MaxModelLen, prompt)
+	}
+
+	maxTokens := 0
+	switch {
+	case fe.chat && req.MaxCompletionTokens != nil:
+		maxTokens = *req.MaxCompletionTokens
+	case req.MaxTokens != nil:
+		maxTokens = *req.MaxTokens
+	case fe.chat:
+		maxTokens = s.cfg.MaxModelLen - prompt
+	default:
+		maxTokens = s.cfg.Output.CompletionsDefaultMaxTokens
+	}
+	if maxTokens < 1 {
+		return nil, badRequest("max_tokens must be at least 1, got %d.", maxTokens)
+	}
+	if prompt+maxTokens > s.cfg.MaxModelLen {
+		return nil, badRequest("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
+			s.cfg.MaxModelLen, prompt+maxTokens, prompt, maxTokens)
+	}
+	if req.MinTokens < 0 || req.MinTokens > maxTokens {
+		return nil, badRequest("min_tokens must be between 0 and max_tokens=%d, got %d.", maxTokens, req.MinTokens)
+	}
+
+	opts := defaultOptions(s.cfg.Output)
+	if v := h.Get(HeaderOptions); v != "" {
+		if opts, err = parseOptionsHeader(v, opts); err != nil {
+			return nil, badRequest("%v", err)
+		}
+	}
+
+	textRNG := textRNG(s.cfg.Seed, req.Seed, promptText, seq)
+	n, reason := planLength(s.cfg.Output, maxTokens, req.MinTokens, req.IgnoreEOS, textRNG)
+	reasoning := 0
+	if fe.chat {
+		reasoning = min(opts.reasoningTokens, n)
+	}
+
+	seqRNG := sequenceRNG(s.cfg.Seed, seq)
+	var faults faultSet
+	if v, ok := h[http.CanonicalHeaderKey(HeaderFault)]; ok {
+		if len(v) != 1 {
+			return nil, badRequest("%s given %d times", HeaderFault, len(v))
+		}
+		if faults, err = parseFaultHeader(v[0], s.cfg.Faults); err != nil {
+			return nil, badRequest("%v", err)
+		}
+	} else {
+		faults = drawFaults(s.cfg.Faults, n, seqRNG)
+	}
+
+	includeUsage := false
+	if req.StreamOptions != nil {
+		includeUsage = req.StreamOptions.IncludeUsage == nil || *req.StreamOptions.IncludeUsage
+	}
+	return &plan{
+		id:              id,
+		model:           model,
+		stream:          req.Stream,
+		includeUsage:    includeUsage,
+		promptTokens:    prompt,
+		maxTokens:       maxTokens,
+		outputTokens:    n,
+		reasoningTokens: reasoning,
+		finishReason:    reason,
+		opts:            opts,
+		faults:          faults,
+		created:         time.Now().Unix(),
+		text:            textRNG,
+		timing:          seqRNG,
+	}, nil
+}
+
+// Wire shapes. Field order follows vLLM's output.
+
+type openAIUsage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+type chatDelta struct {
+	Role             string  `json:"role,omitempty"`
+	Content          *string `json:"content,omitempty"`
+	ReasoningContent *string `json:"reasoning_content,omitempty"`
+}
+
+type chatStreamChoice struct {
+	Index        int       `json:"index"`
+	Delta        chatDelta `json:"delta"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason *string   `json:"finish_reason"`
+}
+
+type completionChoice struct {
+	Index        int       `json:"index"`
+	Text         string    `json:"text"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason *string   `json:"finish_reason"`
+	StopReason   *string   `json:"stop_reason"`
+}
+
+type openAIChunk struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices any          `json:"choices"`
+	Usage   *openAIUsage `json:"usage,omitempty"`
+}
+
+type openAIErrorBody struct {
+	Error openAIError `json:"error"`
+}
+
+type openAIError struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    int     `json:"code"`
+}
+
+func (f openAIFrontEnd) idPrefix() string {
+	if f.chat {
+		return "chatcmpl-"
+	}
+	return "cmpl-"
+}
+
+func (f openAIFrontEnd) streamContentType() string { return "text/event-stream; charset=utf-8" }
+
+func usageOf(p *plan) *openAIUsage {
+	return &openAIUsage{PromptTokens: p.promptTokens, TotalTokens: p.promptTokens + p.outputTokens, CompletionTokens: p.outputTokens}
+}
+
+func sse(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only our own types are marshalled; they cannot fail.
+		b = []byte(`{}`)
+	}
+	out := make([]byte, 0, len(b)+8)
+	out = append(out, "data: "...)
+	out = append(out, b...)
+	return append(out, '\n', '\n')
+}
+
+func (f openAIFrontEnd) encodeEvent(ev event, p *plan) []byte {
+	chunk := openAIChunk{ID: f.idPrefix() + p.id, Created: p.created, Model: p.model, Object: "text_completion"}
+	if f.chat {
+		chunk.Object = "chat.completion.chunk"
+	}
+	var finish *string
+	if ev.final {
+		r := p.finishReason
+		finish = &r
+	}
+	switch ev.kind {
+	case kindDone:
+		return []byte("data: [DONE]\n\n")
+	case kindError:
+		return sse(f.errorObject(ev.status, "Injected fault: internal server error during generation", ""))
+	case kindMalformed:
+		return []byte(`data: {"id":"` + chunk.ID + `","object":"` + chunk.Object + `","choices":[{"index":0,"delta":{"content":"unterminated` + "\n\n")
+	case kindUsage:
+		chunk.Choices = []struct{}{}
+		chunk.Usage = usageOf(p)
+		return sse(chunk)
+	}
+	if !f.chat {
+		switch ev.kind {
+		case kindRole, kindReasoning:
+			return nil
+		}
+		chunk.Choices = []completionChoice{{Text: ev.text, FinishReason: finish}}
+		return sse(chunk)
+	}
+	c := chatStreamChoice{FinishReason: finish}
+	text := ev.text
+	switch ev.kind {
+	case kindRole:
+		empty := ""
+		c.Delta = chatDelta{Role: "assistant", Content: &empty}
+	case kindReasoning:
+		c.Delta = chatDelta{ReasoningContent: &text}
+	case kindContent:
+		c.Delta = chatDelta{Content: &text}
+	case kindFinish:
+		// Empty delta, finish_reason only.
+	}
+	chunk.Choices = []chatStreamChoice{c}
+	return sse(chunk)
+}
+
+func (f openAIFrontEnd) body(p *plan, text, reasoning string) []byte {
+	finish := p.finishReason
+	var v any
+	if f.chat {
+		type message struct {
+			Role             string   `json:"role"`
+			Content          string   `json:"content"`
+			ReasoningContent *string  `json:"reasoning_content"`
+			ToolCalls        []string `json:"tool_calls"`
+		}
+		type choice struct {
+			Index        int       `json:"index"`
+			Message      message   `json:"message"`
+			Logprobs     *struct{} `json:"logprobs"`
+			FinishReason string    `json:"finish_reason"`
+			StopReason   *string   `json:"stop_reason"`
+		}
+		m := message{Role: "assistant", Content: text, ToolCalls: []string{}}
+		if reasoning != "" {
+			m.ReasoningContent = &reasoning
+		}
+		v = struct {
+			ID             string       `json:"id"`
+			Object         string       `json:"object"`
+			Created        int64        `json:"created"`
+			Model          string       `json:"model"`
+			Choices        []choice     `json:"choices"`
+			Usage          *openAIUsage `json:"usage"`
+			PromptLogprobs *struct{}    `json:"prompt_logprobs"`
+		}{f.idPrefix() + p.id, "chat.completion", p.created, p.model,
+			[]choice{{Message: m, FinishReason: finish}}, usageOf(p), nil}
+	} else {
+		v = struct {
+			ID      string             `json:"id"`
+			Object  string             `json:"object"`
+			Created int64              `json:"created"`
+			Model   string             `json:"model"`
+			Choices []completionChoice `json:"choices"`
+			Usage   *openAIUsage       `json:"usage"`
+		}{f.idPrefix() + p.id, "text_completion", p.created, p.model,
+			[]completionChoice{{Text: text, FinishReason: &finish}}, usageOf(p)}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return []byte(`{}`)
+	}
+	return b
+}
+
+func (f openAIFrontEnd) errorObject(status int, msg, param string) openAIErrorBody {
+	e := openAIError{Message: msg, Type: errorType(status), Code: status}
+	if param != "" {
+		e.Param = &param
+	}
+	return openAIErrorBody{Error: e}
+}
+
+func (f openAIFrontEnd) errorBody(status int, msg string) []byte {
+	return f.errorBodyParam(status, msg, "")
+}
+
+func (f openAIFrontEnd) errorBodyParam(status int, msg, param string) []byte {
+	b, err := json.Marshal(f.errorObject(status, msg, param))
+	if err != nil {
+		return []byte(`{}`)
+	}
+	return b
+}
+
+// errorType names an error class the way vLLM does (BadRequestError,
+// NotFoundError, InternalServerError, ...).
+func errorType(status int) string {
+	t := strings.ReplaceAll(http.StatusText(status), " ", "")
+	t = strings.ReplaceAll(t, "-", "")
+	if t == "" {
+		t = "Unknown"
+	}
+	if !strings.HasSuffix(t, "Error") {
+		t += "Error"
+	}
+	return t
+}

@@ -1,0 +1,257 @@
+// Package simulator is a simulated LLM inference server: a real HTTP
+// server that speaks the OpenAI-compatible API as vLLM does, with a
+// load-aware latency model, vLLM-named /metrics, fault injection and
+// per-request ground truth for accuracy tests. See docs/simulator.md.
+package simulator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Server is one simulated inference server.
+type Server struct {
+	cfg     Config
+	logger  *slog.Logger
+	engine  *engine
+	truth   *truthStore
+	metrics *serverMetrics
+	reg     *prometheus.Registry
+	handler http.Handler
+	started time.Time
+
+	seq   atomic.Uint64 // requests planned so far, drives the seeded RNGs
+	idSeq atomic.Uint64 // generated request ids
+
+	// inflight counts running handlers so Serve can wait for them.
+	inflight sync.WaitGroup
+}
+
+// New builds a server from a validated configuration.
+func New(cfg Config, logger *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid simulator configuration: %w", err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.ServedModelNames = append([]string(nil), cfg.ServedModelNames...)
+	s := &Server{
+		cfg:     cfg,
+		logger:  logger,
+		engine:  newEngine(cfg.Latency, cfg.Scheduler),
+		truth:   newTruthStore(cfg.GroundTruth),
+		reg:     prometheus.NewRegistry(),
+		started: time.Now(),
+	}
+	s.metrics = newServerMetrics(s.reg, s.engine, cfg.ServedModelNames[0], cfg.MaxModelLen, cfg.Metrics.LegacyNames)
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", s.handleOpenAI(true))
+	mux.HandleFunc("POST /v1/completions", s.handleOpenAI(false))
+	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
+		ErrorHandling:     promhttp.ContinueOnError,
+		EnableOpenMetrics: true,
+	}))
+	mux.HandleFunc("GET /debug/requests/{id}", s.handleTruth)
+	s.handler = s.track(mux)
+	return s, nil
+}
+
+// Handler serves every endpoint; usable without Serve (e.g. in httptest).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Registry is the server's own metrics registry.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+func (s *Server) track(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.inflight.Add(1)
+		defer s.inflight.Done()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// ListenAndServe listens on addr and serves until ctx is cancelled.
+func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("simulator listen: %w", err)
+	}
+	return s.Serve(ctx, l)
+}
+
+// Serve serves on l until ctx is cancelled, then shuts down gracefully:
+// in-flight requests get up to shutdown_timeout to finish and are aborted
+// afterwards. It returns once every handler has returned; l is closed.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	// Requests do not derive from ctx: cancelling it must let them finish.
+	// abort cancels them all once the grace period is over.
+	base, abort := context.WithCancel(context.WithoutCancel(ctx))
+	defer abort()
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelDebug),
+	}
+	s.logger.Info("simulated LLM server listening", "address", l.Addr().String(), "models", s.cfg.ServedModelNames)
+
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(l) }()
+
+	select {
+	case err := <-errc:
+		abort()
+		s.inflight.Wait()
+		return fmt.Errorf("simulator serve: %w", err)
+	case <-ctx.Done():
+	}
+
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	err := hs.Shutdown(sctx)
+	cancel()
+	if err != nil {
+		s.logger.Warn("simulator shutdown grace period over, aborting requests", "err", err)
+		abort()
+		_ = hs.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		s.logger.Warn("simulator serve", "err", err)
+	}
+	abort()
+	s.inflight.Wait()
+	s.logger.Info("simulated LLM server stopped")
+	return nil
+}
+
+// requestID returns the client's X-Request-Id or a generated one, and
+// echoes it in the response.
+func (s *Server) requestID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	vals := r.Header.Values(HeaderRequestID)
+	id := ""
+	switch len(vals) {
+	case 0:
+		id = fmt.Sprintf("sim-%x-%d", s.started.UnixNano(), s.idSeq.Add(1))
+	case 1:
+		id = vals[0]
+		if !validRequestID(id) {
+			return "", false
+		}
+	default:
+		return "", false
+	}
+	w.Header().Set(HeaderRequestID, id)
+	return id, true
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e || id[i] == '/' {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
+	type permission struct {
+		ID                 string  `json:"id"`
+		Object             string  `json:"object"`
+		Created            int64   `json:"created"`
+		AllowCreateEngine  bool    `json:"allow_create_engine"`
+		AllowSampling      bool    `json:"allow_sampling"`
+		AllowLogprobs      bool    `json:"allow_logprobs"`
+		AllowSearchIndices bool    `json:"allow_search_indices"`
+		AllowView          bool    `json:"allow_view"`
+		AllowFineTuning    bool    `json:"allow_fine_tuning"`
+		Organization       string  `json:"organization"`
+		Group              *string `json:"group"`
+		IsBlocking         bool    `json:"is_blocking"`
+	}
+	type model struct {
+		ID          string       `json:"id"`
+		Object      string       `json:"object"`
+		Created     int64        `json:"created"`
+		OwnedBy     string       `json:"owned_by"`
+		Root        string       `json:"root"`
+		Parent      *string      `json:"parent"`
+		MaxModelLen int          `json:"max_model_len"`
+		Permission  []permission `json:"permission"`
+	}
+	created := s.started.Unix()
+	list := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	for i, n := range s.cfg.ServedModelNames {
+		list.Data = append(list.Data, model{
+			ID: n, Object: "model", Created: created, OwnedBy: "vllm", Root: s.cfg.ServedModelNames[0],
+			MaxModelLen: s.cfg.MaxModelLen,
+			Permission: []permission{{
+				ID: "modelperm-sim-" + strconv.Itoa(i), Object: "model_permission", Created: created,
+				AllowSampling: true, AllowLogprobs: true, AllowView: true, Organization: "*",
+			}},
+		})
+	}
+	b, _ := json.Marshal(list)
+	writeBody(w, http.StatusOK, "application/json", b)
+}
+
+// handleTruth serves ground truth. A request still in progress is waited
+// for up to ?wait= (default 1s, at most 30s), so a client that just read
+// [DONE] gets the complete record.
+func (s *Server) handleTruth(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	wait := time.Second
+	if v := r.URL.Query().Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > 30*time.Second {
+			http.Error(w, "wait: want a duration between 0s and 30s", http.StatusBadRequest)
+			return
+		}
+		wait = d
+	}
+	e, ok := s.truth.get(id)
+	if !ok {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"error":"unknown request id"}`))
+		return
+	}
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-e.done:
+		case <-t.C:
+		case <-r.Context().Done():
+		}
+		t.Stop()
+	}
+	b, err := json.Marshal(e.snapshot())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	writeBody(w, http.StatusOK, "application/json", b)
+}
