@@ -752,20 +752,26 @@ func TestPromtool(t *testing.T) {
 }
 
 // BenchmarkObserve records a 100-token streamed result (one token per chunk,
-// so 99 ITL observations) with an SLO declared: the per-result hot path.
+// so 99 ITL observations) with an SLO declared: the per-result hot path. The
+// no_request_id case shows what the two exemplars cost.
 func BenchmarkObserve(b *testing.B) {
-	m := NewProbeMetrics()
-	m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m", SLO: testSLO})
-	r := streamedSuccess()
-	r.OutputTokens = 100
-	r.Chunks = make([]probe.Chunk, 100)
-	for i := range r.Chunks {
-		r.Chunks[i] = probe.Chunk{At: r.TTFT + time.Duration(i)*3*time.Millisecond, Tokens: 1}
-	}
-	r.EndToEnd = r.Chunks[99].At
-	b.ReportAllocs()
-	for b.Loop() {
-		m.Observe("sim", "p", r)
+	for _, tc := range []struct{ name, id string }{{"request_id", "req-0123456789abcdef"}, {"no_request_id", ""}} {
+		b.Run(tc.name, func(b *testing.B) {
+			m := NewProbeMetrics()
+			m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m", SLO: testSLO})
+			r := streamedSuccess()
+			r.RequestID = tc.id
+			r.OutputTokens = 100
+			r.Chunks = make([]probe.Chunk, 100)
+			for i := range r.Chunks {
+				r.Chunks[i] = probe.Chunk{At: r.TTFT + time.Duration(i)*3*time.Millisecond, Tokens: 1}
+			}
+			r.EndToEnd = r.Chunks[99].At
+			b.ReportAllocs()
+			for b.Loop() {
+				m.Observe("sim", "p", r)
+			}
+		})
 	}
 }
 
