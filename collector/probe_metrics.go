@@ -320,7 +320,7 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 		d:       d,
 		model:   ps.Model,
 		slo:     slo,
-		base:    []string{ps.Target, ps.Probe, ps.Model},
+		base:    validUTF8(ps.Target, ps.Probe, ps.Model),
 		skipped: make(map[string]prometheus.Counter),
 	}
 	lv := func(extra ...string) []string {
@@ -387,6 +387,15 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 		s.newSkipCounter(reason)
 	}
 	return s
+}
+
+// validUTF8 repairs label values the config should already have rejected:
+// one invalid value would make the registry fail every scrape of the family.
+func validUTF8(values ...string) []string {
+	for i, v := range values {
+		values[i] = strings.ToValidUTF8(v, "\uFFFD")
+	}
+	return values
 }
 
 func (s *series) collect(ch chan<- prometheus.Metric) {
