@@ -142,9 +142,30 @@ func (m *MaxTokens) fromScalar(n *yaml.Node) error {
 
 // GPUs configures NVML collection.
 type GPUs struct {
-	Enabled string `yaml:"enabled"`
+	Enabled GPUMode `yaml:"enabled"`
 	Library string `yaml:"library,omitempty"`
 	Devices []int  `yaml:"devices,omitempty"`
+}
+
+// GPUMode is auto, true or false; YAML booleans and strings both work.
+type GPUMode string
+
+// UnmarshalYAML accepts `enabled: true` as well as `enabled: "true"`.
+func (m *GPUMode) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("want auto, true or false, got %s", describe(n))
+	}
+	switch strings.ToLower(n.Value) {
+	case "auto", "":
+		*m = "auto"
+	case "true", "yes", "on":
+		*m = "true"
+	case "false", "no", "off":
+		*m = "false"
+	default:
+		return fmt.Errorf("invalid value %q; want one of auto, true, false", n.Value)
+	}
+	return nil
 }
 
 // Protocols the prober can speak today.
@@ -270,9 +291,6 @@ func (c *Config) validate(d *decoder) {
 	}
 	for name, w := range c.Workloads {
 		w.validate(d, join("workloads", name))
-	}
-	if !slices.Contains([]string{"auto", "true", "false"}, c.GPUs.Enabled) {
-		d.at("gpus.enabled", "invalid value %q; want one of auto, true, false", c.GPUs.Enabled)
 	}
 	for i, dev := range c.GPUs.Devices {
 		if dev < 0 {
@@ -523,7 +541,7 @@ func Parse(b []byte, name, dir string, getenv func(string) string) (*Config, err
 	d := &decoder{file: name, positions: map[string]*yaml.Node{}}
 	var root yaml.Node
 	if err := yaml.Unmarshal(b, &root); err != nil {
-		return nil, &Error{File: name, Line: yamlErrorLine(err), Column: 1, Msg: cleanYAMLError(err)}
+		return nil, &Error{File: name, Line: yamlErrorLine(err), Msg: "invalid YAML: " + cleanYAMLError(err)}
 	}
 	cfg := &Config{}
 	if root.Kind == 0 || len(root.Content) == 0 {

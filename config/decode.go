@@ -25,8 +25,12 @@ type Error struct {
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)
-	if e.Line > 0 {
+	switch {
+	case e.Line > 0 && e.Column > 0:
 		fmt.Fprintf(&b, ":%d:%d", e.Line, e.Column)
+	case e.Line > 0:
+		// YAML syntax errors know the line only.
+		fmt.Fprintf(&b, ":%d", e.Line)
 	}
 	b.WriteString(": ")
 	if e.Path != "" {
@@ -316,13 +320,13 @@ func kindName(k reflect.Kind) string {
 func cleanYAMLError(err error) string {
 	msg := err.Error()
 	msg = strings.TrimPrefix(msg, "yaml: unmarshal errors:\n")
-	msg = strings.TrimSpace(msg)
+	msg = strings.TrimPrefix(strings.TrimSpace(msg), "yaml: ")
 	if strings.HasPrefix(msg, "line ") {
 		if _, rest, ok := strings.Cut(msg, ": "); ok {
 			msg = rest
 		}
 	}
-	return strings.TrimPrefix(msg, "yaml: ")
+	return msg
 }
 
 func reflectValue(v any) reflect.Value { return reflect.ValueOf(v).Elem() }

@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"reflect"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -88,7 +87,7 @@ func (sc *SafeConfig) Reload() error {
 		sc.logger.Info("Config reloaded, unchanged", "file", sc.path)
 		return nil
 	}
-	sc.logger.Info("Loaded config", "file", sc.path, "targets", len(cfg.Targets), "at", time.Now().Format(time.RFC3339))
+	sc.logger.Info("Loaded config", "file", sc.path, "targets", len(cfg.Targets))
 	for _, fn := range sc.listeners {
 		fn(cfg)
 	}

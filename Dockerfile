@@ -1,0 +1,24 @@
+# syntax=docker/dockerfile:1
+# Build stage: the official Go image, building with `make build` so the
+# binary is made exactly as on a developer machine (static, CGO_ENABLED=0).
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG VERSION
+ARG REVISION=unknown
+ARG BRANCH=unknown
+RUN make build BINARY=/out/llm-prober REVISION="${REVISION}" BRANCH="${BRANCH}" BUILD_USER=docker \
+    $( [ -n "${VERSION}" ] && echo VERSION="${VERSION}" )
+
+# Run stage: distroless static, no shell, runs as nonroot (uid 65532).
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/llm-prober /bin/llm-prober
+COPY examples/llm-prober.yml /etc/llm-prober/llm-prober.yml
+# Mount your configuration (and API key files) here.
+VOLUME ["/etc/llm-prober"]
+USER nonroot
+EXPOSE 9847
+ENTRYPOINT ["/bin/llm-prober"]
+CMD ["--config.file=/etc/llm-prober/llm-prober.yml"]

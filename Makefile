@@ -1,0 +1,61 @@
+# llm-prober: `make run` and `make test` are all a new machine needs.
+GO              ?= go
+BINARY          ?= llm-prober
+PKG             := github.com/llm-prober/llm-prober
+STATICCHECK     := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+RUN_CONFIG      ?= examples/llm-prober.yml
+TEST_FLAGS      ?= -race -timeout 15m
+
+VERSION   ?= $(shell cat VERSION 2>/dev/null || echo 0.0.0-dev)
+REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BRANCH    ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
+BUILD_USER ?= $(shell id -un 2>/dev/null || echo unknown)@$(shell hostname 2>/dev/null || echo unknown)
+BUILD_DATE ?= $(shell date -u +%Y%m%d-%H:%M:%S)
+
+# The Dockerfile builds with `make build`, so the image's binary and this one
+# are made the same way: static (no cgo), trimmed paths, version stamped.
+LDFLAGS := -s -w \
+	-X github.com/prometheus/common/version.Version=$(VERSION) \
+	-X github.com/prometheus/common/version.Revision=$(REVISION) \
+	-X github.com/prometheus/common/version.Branch=$(BRANCH) \
+	-X github.com/prometheus/common/version.BuildUser=$(BUILD_USER) \
+	-X github.com/prometheus/common/version.BuildDate=$(BUILD_DATE)
+
+.PHONY: all build run test lint fmt fmt-check vet staticcheck unit promtool clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINARY) ./cmd/llm-prober
+
+run: build
+	./$(BINARY) --config.file=$(RUN_CONFIG)
+
+# Everything that checks the project. CI runs exactly this.
+test: fmt-check vet staticcheck promtool unit
+
+unit: promtool
+	LLM_PROBER_REQUIRE_PROMTOOL=1 $(GO) test $(TEST_FLAGS) ./...
+
+lint: fmt-check vet staticcheck
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$out" ]; then echo "Not gofmt-formatted (run make fmt):"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+staticcheck:
+	$(GO) run $(STATICCHECK) ./...
+
+# promtool (Debian's prometheus package) checks /metrics and, later, alerts.
+promtool:
+	@scripts/ensure-promtool.sh
+
+clean:
+	rm -f $(BINARY)
+	$(GO) clean -testcache

@@ -1,0 +1,213 @@
+package config
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden .err files of testdata/bad")
+
+func noEnv(string) string { return "" }
+
+// TestBadConfigs checks every testdata/bad/*.yml against the exact error
+// text in its .err twin, so a change in wording or position is a visible diff.
+func TestBadConfigs(t *testing.T) {
+	files, err := filepath.Glob("testdata/bad/*.yml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no testdata: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			_, err := Load(f)
+			if err == nil {
+				t.Fatalf("Load(%s) succeeded; want an error", f)
+			}
+			got := err.Error() + "\n"
+			golden := strings.TrimSuffix(f, ".yml") + ".err"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("missing golden file (run go test ./config -update): %v", err)
+			}
+			if got != string(want) {
+				t.Errorf("error text differs\n got: %s\nwant: %s", got, want)
+			}
+			for _, line := range strings.Split(strings.TrimSpace(got), "\n") {
+				if !strings.HasPrefix(line, f+":") {
+					t.Errorf("error line does not start with the file name: %q", line)
+				}
+			}
+		})
+	}
+}
+
+func TestErrorsCarryLineAndColumn(t *testing.T) {
+	_, err := Load("testdata/bad/unknown-protocol.yml")
+	want := `testdata/bad/unknown-protocol.yml:13:5: targets[2].protocol: unknown protocol "openia_chat"; want one of openai_chat, openai_completions`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v\nwant %s", err, want)
+	}
+	_, err = Load("testdata/bad/unknown-key.yml")
+	if err == nil || !strings.Contains(err.Error(), `:9:9: targets[0].probes[0].shedule: unknown key "shedule"`) {
+		t.Fatalf("unknown key not located: %v", err)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	cfg, err := Load("testdata/good/minimal.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := cfg.Targets[0]
+	if time.Duration(tg.Timeout) != DefaultTimeout || time.Duration(tg.StreamIdleTimeout) != DefaultStreamIdleTimeout || tg.MaxResponseBytes != DefaultMaxResponseBytes {
+		t.Errorf("target defaults not applied: %+v", tg)
+	}
+	p := tg.Probes[0]
+	if !p.Streaming() || p.Timeout != tg.Timeout || p.Workload != "default" {
+		t.Errorf("probe defaults not applied: %+v", p)
+	}
+	w := cfg.Workloads["default"]
+	if w == nil || w.MaxTokens.Mean != DefaultMaxTokens || len(w.Prompts.Inline) != 1 {
+		t.Errorf("default workload missing or incomplete: %+v", w)
+	}
+	if cfg.GPUs.Enabled != "auto" {
+		t.Errorf("gpus.enabled = %q, want auto", cfg.GPUs.Enabled)
+	}
+}
+
+func TestFullConfig(t *testing.T) {
+	cfg, err := Load("testdata/good/full.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := cfg.Targets[0]
+	if string(tg.APIKey) != "sk-test-abcdef0123456789" {
+		t.Errorf("API key not read from file (relative to the config file)")
+	}
+	if tg.Probes[1].Streaming() || time.Duration(tg.Probes[1].Timeout) != 10*time.Second {
+		t.Errorf("probe overrides lost: %+v", tg.Probes[1])
+	}
+	if tg.Probes[0].SLO.Objective != 0.995 || time.Duration(tg.Probes[0].SLO.TTFT) != 500*time.Millisecond {
+		t.Errorf("slo: %+v", tg.Probes[0].SLO)
+	}
+	if cfg.GPUs.Enabled != "false" {
+		t.Errorf("gpus.enabled: %q", cfg.GPUs.Enabled)
+	}
+	w := cfg.Workloads["chat"]
+	if w.MaxTokens.Mean != 32 || *w.Seed != 42 || w.ExtraBody["repetition_penalty"] != 1.1 {
+		t.Errorf("workload: %+v", w)
+	}
+	if tg.ServerMetrics.Timeout == 0 || tg.ServerMetrics.Kind != "vllm" {
+		t.Errorf("server_metrics: %+v", tg.ServerMetrics)
+	}
+}
+
+func TestSecretsNeverPrinted(t *testing.T) {
+	cfg, err := Load("testdata/good/full.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cfg.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "sk-test") {
+		t.Fatalf("secret leaked into printed config:\n%s", out)
+	}
+	if !strings.Contains(string(out), "api_key: <secret>") {
+		t.Errorf("printed config should show the key as <secret>:\n%s", out)
+	}
+	// The printed config is itself valid input once the output-only key is
+	// dropped: defaults are explicit, nothing is lost.
+	var kept []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if !strings.Contains(l, "api_key: <secret>") {
+			kept = append(kept, l)
+		}
+	}
+	again, err := Parse([]byte(strings.Join(kept, "\n")), "printed.yml", "testdata/good", noEnv)
+	if err != nil {
+		t.Fatalf("printed config does not load again: %v", err)
+	}
+	if string(again.Targets[0].APIKey) != string(cfg.Targets[0].APIKey) {
+		t.Error("re-loaded config lost the key")
+	}
+}
+
+func TestAPIKeyFromEnv(t *testing.T) {
+	src := `
+targets:
+  - name: a
+    protocol: openai_chat
+    url: http://localhost:8000
+    model: m
+    api_key_env: MY_KEY
+    probes: [{name: p, schedule: {every: 1s}}]
+`
+	env := func(k string) string {
+		if k == "MY_KEY" {
+			return " sk-env-key\n"
+		}
+		return ""
+	}
+	cfg, err := Parse([]byte(src), "env.yml", ".", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(cfg.Targets[0].APIKey) != "sk-env-key" {
+		t.Errorf("got %q", cfg.Targets[0].APIKey)
+	}
+}
+
+func TestScalarOrMappingMaxTokens(t *testing.T) {
+	src := `
+targets:
+  - name: a
+    protocol: openai_completions
+    url: http://localhost:8000
+    model: m
+    probes: [{name: p, workload: w, schedule: {every: 1s}}, {name: q, workload: v, schedule: {every: 1s}}]
+workloads:
+  w: {max_tokens: 16}
+  v: {max_tokens: {mean: 20}}
+`
+	cfg, err := Parse([]byte(src), "mt.yml", ".", noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := cfg.Workloads["w"].MaxTokens; m.Mean != 16 || m.Distribution != "constant" {
+		t.Errorf("scalar form: %+v", m)
+	}
+	if m := cfg.Workloads["v"].MaxTokens; m.Mean != 20 || m.Distribution != "constant" {
+		t.Errorf("mapping form: %+v", m)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*/*.yml")
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("targets: &a [*a]"))
+	f.Add([]byte("targets:\n  - probes:\n      - slo: {objective: .nan}"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cfg, err := Parse(b, "fuzz.yml", t.TempDir(), noEnv)
+		if err == nil && cfg == nil {
+			t.Fatal("nil config without error")
+		}
+		if err != nil && !strings.HasPrefix(err.Error(), "fuzz.yml") {
+			t.Fatalf("error does not name the file: %v", err)
+		}
+	})
+}

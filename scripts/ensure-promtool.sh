@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Makes sure promtool is on PATH, installing Debian's prometheus package when
+# it is not. Idempotent: does nothing when promtool is already there.
+set -euo pipefail
+if command -v promtool >/dev/null 2>&1; then
+	exit 0
+fi
+echo "promtool not found; installing Debian's prometheus package (gives promtool 2.42)..." >&2
+if ! command -v apt-get >/dev/null 2>&1; then
+	echo "ERROR: promtool is missing and apt-get is not available. Install Prometheus' promtool (2.42 or newer) and put it on PATH." >&2
+	exit 1
+fi
+sudo=""
+if [ "$(id -u)" != 0 ]; then
+	if command -v sudo >/dev/null 2>&1; then
+		sudo="sudo"
+	else
+		echo "ERROR: promtool is missing and installing it needs root. Run: apt-get install prometheus" >&2
+		exit 1
+	fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+# The package's post-install script would try to start the Prometheus service;
+# on machines without an init system that must not fail the install.
+$sudo apt-get install -y --no-install-recommends prometheus >/dev/null 2>&1 ||
+	{ $sudo apt-get update >/dev/null && $sudo apt-get install -y --no-install-recommends prometheus >/dev/null; } || {
+	echo "ERROR: could not install Debian's prometheus package (apt-get install prometheus failed); install promtool by hand." >&2
+	exit 1
+}
+if ! command -v promtool >/dev/null 2>&1; then
+	echo "ERROR: the prometheus package installed but promtool is not on PATH." >&2
+	exit 1
+fi
+echo "promtool installed: $(promtool --version 2>&1 | head -n1)" >&2
