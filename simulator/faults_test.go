@@ -105,7 +105,7 @@ func TestOptionsHeaderParse(t *testing.T) {
 
 // streamWithFault runs one chat stream with the given fault header and
 // returns its events, the body's read error and the ground truth.
-func streamWithFault(t *testing.T, ts *testServer, id, fault string, maxTokens int) ([]sseEvent, error, RequestRecord) {
+func streamWithFault(t *testing.T, ts *testServer, id, fault string, maxTokens int) ([]sseEvent, RequestRecord, error) {
 	t.Helper()
 	resp := ts.post(t, "/v1/chat/completions", chatBody(maxTokens, map[string]any{"ignore_eos": true, "stream_options": map[string]any{}}),
 		"X-Request-Id", id, HeaderFault, fault)
@@ -115,7 +115,7 @@ func streamWithFault(t *testing.T, ts *testServer, id, fault string, maxTokens i
 		t.Fatalf("%s: status %d: %s", fault, resp.StatusCode, b)
 	}
 	evs, err := readSSE(resp.Body)
-	return evs, err, ts.truth(t, id)
+	return evs, ts.truth(t, id), err
 }
 
 func contentEvents(t *testing.T, evs []sseEvent) int {
@@ -148,7 +148,7 @@ func TestStreamFaults(t *testing.T) {
 	})
 
 	t.Run("reset is an error, not EOF", func(t *testing.T) {
-		evs, err, r := streamWithFault(t, ts, "f-reset", "reset:after=3", 10)
+		evs, r, err := streamWithFault(t, ts, "f-reset", "reset:after=3", 10)
 		if err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Fatalf("body error %v, want a connection reset", err)
 		}
@@ -164,7 +164,7 @@ func TestStreamFaults(t *testing.T) {
 	})
 
 	t.Run("stall", func(t *testing.T) {
-		evs, err, r := streamWithFault(t, ts, "f-stall", "stall:after=2,for=300ms", 5)
+		evs, r, err := streamWithFault(t, ts, "f-stall", "stall:after=2,for=300ms", 5)
 		if err != nil || evs[len(evs)-1].data != "[DONE]" {
 			t.Fatalf("err %v, last %q", err, evs[len(evs)-1].data)
 		}
@@ -183,7 +183,7 @@ func TestStreamFaults(t *testing.T) {
 	})
 
 	t.Run("malformed", func(t *testing.T) {
-		evs, err, r := streamWithFault(t, ts, "f-malformed", "malformed:after=2", 4)
+		evs, r, err := streamWithFault(t, ts, "f-malformed", "malformed:after=2", 4)
 		if err != nil || evs[len(evs)-1].data != "[DONE]" {
 			t.Fatalf("err %v", err)
 		}
@@ -199,7 +199,7 @@ func TestStreamFaults(t *testing.T) {
 	})
 
 	t.Run("slow first token", func(t *testing.T) {
-		_, err, r := streamWithFault(t, ts, "f-slow", "slow_first_token:delay=300ms", 2)
+		_, r, err := streamWithFault(t, ts, "f-slow", "slow_first_token:delay=300ms", 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,7 +209,7 @@ func TestStreamFaults(t *testing.T) {
 	})
 
 	t.Run("truncate", func(t *testing.T) {
-		evs, err, r := streamWithFault(t, ts, "f-trunc", "truncate:after=4", 10)
+		evs, r, err := streamWithFault(t, ts, "f-trunc", "truncate:after=4", 10)
 		if err != nil {
 			t.Fatalf("truncate should end cleanly, got %v", err)
 		}
@@ -224,7 +224,7 @@ func TestStreamFaults(t *testing.T) {
 	})
 
 	t.Run("mid-stream error event", func(t *testing.T) {
-		evs, err, r := streamWithFault(t, ts, "f-event", "error_event:after=2", 10)
+		evs, r, err := streamWithFault(t, ts, "f-event", "error_event:after=2", 10)
 		if err != nil || len(evs) < 2 || evs[len(evs)-1].data != "[DONE]" {
 			t.Fatalf("err %v events %v", err, evs)
 		}
@@ -238,7 +238,7 @@ func TestStreamFaults(t *testing.T) {
 	})
 
 	t.Run("faults at or past the end fire before the finish", func(t *testing.T) {
-		evs, err, _ := streamWithFault(t, ts, "f-late", "truncate:after=50", 3)
+		evs, _, err := streamWithFault(t, ts, "f-late", "truncate:after=50", 3)
 		if err != nil || contentEvents(t, evs) != 3 || evs[len(evs)-1].data == "[DONE]" {
 			t.Fatalf("err %v events %v", err, evs)
 		}
