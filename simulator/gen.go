@@ -87,6 +87,7 @@ type job struct {
 	lastToken  time.Time
 	sent       int // output tokens flushed
 	fired      map[string]bool
+	stalled    bool
 }
 
 // errClientGone means a write failed or the request context ended.
@@ -185,21 +186,27 @@ func (j *job) emit(ev event) error {
 		return errClientGone
 	}
 	now := time.Now()
-	content := ev.tokens > 0 && ev.text != ""
-	j.entry.addChunk(now, ev.kind, ev.tokens, content)
-	if ev.tokens > 0 {
-		if j.firstToken.IsZero() {
-			j.firstToken = now
-		} else {
-			gap := now.Sub(j.lastToken) / time.Duration(ev.tokens)
-			for range ev.tokens {
-				j.s.metrics.observeITL(gap)
-			}
-		}
-		j.lastToken = now
-		j.sent += ev.tokens
-	}
+	j.entry.addChunk(now, ev.kind, ev.tokens, ev.tokens > 0 && ev.text != "")
+	j.tokensOut(now, ev.tokens)
 	return nil
+}
+
+// tokensOut accounts n output tokens produced at now: TTFT and one ITL
+// observation per token (the gap shared by the chunk's tokens).
+func (j *job) tokensOut(now time.Time, n int) {
+	if n <= 0 {
+		return
+	}
+	if j.firstToken.IsZero() {
+		j.firstToken = now
+	} else {
+		gap := now.Sub(j.lastToken) / time.Duration(n)
+		for range n {
+			j.s.metrics.observeITL(gap)
+		}
+	}
+	j.lastToken = now
+	j.sent += n
 }
 
 // sleepUntil waits for a planned time; false when ctx ended first.
@@ -265,6 +272,7 @@ func (j *job) midStream(ctx context.Context, sent int, atEnd bool) (terminal str
 		if !sleepUntil(ctx, time.Now().Add(f.dur)) {
 			return "", errClientGone
 		}
+		j.stalled = true
 	}
 	if _, ok := due(faultMalformed); ok && j.p.stream {
 		if err := j.emit(event{kind: kindMalformed}); err != nil {
@@ -294,6 +302,12 @@ func (j *job) tokenLoop(ctx context.Context, ready time.Time, produce func(seg s
 		for done := 0; done < seg.n; {
 			if term, err := j.midStream(ctx, produced, false); err != nil || term != "" {
 				return term, err
+			}
+			if j.stalled {
+				// The engine was stuck too: the next token is a full
+				// decode step after the stall, not due at once.
+				j.stalled = false
+				next = time.Now()
 			}
 			n := min(j.p.opts.tokensPerChunk, seg.n-done)
 			// The first token is ready at the end of prefill; each further
@@ -331,15 +345,14 @@ func (j *job) runStream(ctx context.Context) (outcome, reason string) {
 	j.w.WriteHeader(http.StatusOK)
 	j.entry.update(func(r *RequestRecord) { r.Status = http.StatusOK })
 	roleMode := j.p.opts.roleChunk
-	var err error
 	if roleMode == RoleChunkImmediate {
-		err = j.emit(event{kind: kindRole})
-	} else {
-		// Headers go out at once as on vLLM, so time to first byte is not
-		// time to first token.
-		err = j.rc.Flush()
+		if j.emit(event{kind: kindRole}) != nil {
+			return outcomeClientGone, ""
+		}
 	}
-	if err != nil {
+	// Headers go out at once as on vLLM, so time to first byte is not time
+	// to first token (also when the protocol has no role chunk).
+	if j.rc.Flush() != nil {
 		return outcomeClientGone, ""
 	}
 	ready, ok := j.admit(ctx)
@@ -402,12 +415,7 @@ func (j *job) runUnary(ctx context.Context) (outcome, reason string) {
 		} else {
 			text = append(text, w...)
 		}
-		now := time.Now()
-		if j.firstToken.IsZero() {
-			j.firstToken = now
-		}
-		j.lastToken = now
-		j.sent += n
+		j.tokensOut(time.Now(), n)
 		return nil
 	})
 	if err != nil {
