@@ -1,11 +1,14 @@
 package simulator
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -282,4 +285,79 @@ func TestEngineKVCache(t *testing.T) {
 	if st := e.state(); st.running != 0 || st.waiting != 0 || st.kvUsage != 0 {
 		t.Fatalf("state after release %+v", st)
 	}
+}
+
+func TestPromptCounting(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		want int
+		ok   bool
+	}{
+		{`"a b  c\nd"`, 4, true},
+		{`["one two"]`, 2, true},
+		{`[1,2,3]`, 3, true},
+		{`[[1,2]]`, 2, true},
+		{`["a","b"]`, 0, false},
+		{`{"x":1}`, 0, false},
+		{``, 0, false},
+	} {
+		n, _, err := promptWords(json.RawMessage(tc.raw))
+		if (err == nil) != tc.ok || n != tc.want {
+			t.Errorf("prompt %s: %d, %v", tc.raw, n, err)
+		}
+	}
+	msgs := []chatMessage{
+		{Role: "system", Content: json.RawMessage(`"be brief"`)},
+		{Role: "user", Content: json.RawMessage(`[{"type":"text","text":"three more words"},{"type":"image_url","image_url":{"url":"x"}}]`)},
+		{Role: "assistant", Content: json.RawMessage(`null`)},
+	}
+	if n, _, err := messageWords(msgs); err != nil || n != 5 {
+		t.Errorf("messages: %d, %v", n, err)
+	}
+	if _, _, err := messageWords([]chatMessage{{Content: json.RawMessage(`7`)}}); err == nil {
+		t.Error("numeric content accepted")
+	}
+}
+
+func TestQueuedClientLeaves(t *testing.T) {
+	e := newEngine(LatencyConfig{}, SchedulerConfig{MaxRunning: 1, MaxQueue: 2, KVCacheCapacityTokens: 100})
+	a, _ := e.enqueue(1)
+	b, _ := e.enqueue(1)
+	c, _ := e.enqueue(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := b.wait(ctx); err == nil {
+		t.Fatal("cancelled wait succeeded")
+	}
+	if st := e.state(); st.waiting != 1 {
+		t.Fatalf("cancelled request still queued: %+v", st)
+	}
+	a.release()
+	if err := c.wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.release()
+	if st := e.state(); st.running != 0 || st.waiting != 0 {
+		t.Fatalf("state %+v", st)
+	}
+}
+
+// The handler also works without Serve, e.g. behind httptest.
+func TestHandlerWithoutServe(t *testing.T) {
+	srv, err := New(fastConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	resp, err := hs.Client().Post(hs.URL+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"x","max_tokens":2,"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := readSSE(resp.Body)
+	resp.Body.Close()
+	if err != nil || len(evs) != 3 {
+		t.Fatalf("%v %v", evs, err)
+	}
+	hs.Client().CloseIdleConnections()
 }
