@@ -28,8 +28,9 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINARY) ./cmd/llm-prober
 
+# The simulated LLM server and the prober probing it; Ctrl-C stops both.
 run: build
-	./$(BINARY) --config.file=$(RUN_CONFIG)
+	scripts/run-demo.sh ./$(BINARY) $(RUN_CONFIG)
 
 # Everything that checks the project. CI runs exactly this.
 test: fmt-check vet staticcheck promtool unit

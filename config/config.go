@@ -22,6 +22,8 @@ import (
 	promconfig "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
 	"gopkg.in/yaml.v3"
+
+	"github.com/llm-prober/llm-prober/probe"
 )
 
 // Config is the whole configuration file after defaults were applied and
@@ -168,8 +170,8 @@ func (m *GPUMode) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// Protocols the prober can speak today.
-func Protocols() []string { return []string{"openai_chat", "openai_completions"} }
+// Protocols the prober can speak: exactly those with a driver.
+func Protocols() []string { return probe.SupportedProtocols() }
 
 // ServerKinds are the model servers whose metrics can be normalised.
 func ServerKinds() []string {

@@ -15,6 +15,8 @@ import (
 	promslogflag "github.com/prometheus/common/promslog/flag"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+
+	"github.com/llm-prober/llm-prober/simulator"
 )
 
 const (
@@ -47,19 +49,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	var logCfg promslog.Config
 	promslogflag.AddFlags(app, &logCfg)
-	configFile := app.Flag("config.file", "llm-prober configuration file.").Default("llm-prober.yml").String()
-
-	// Daemon flags live on the application rather than on the serve command
-	// so that `llm-prober --web.listen-address=…` works without naming the
-	// default command, as with every other exporter.
-	webFlags := kingpinflag.AddFlags(app, defaultListenAddress)
-	shutdownTimeout := app.Flag("web.shutdown-timeout", "How long to wait for in-flight probes and requests when stopping.").Default("30s").Duration()
-	disableReload := app.Flag("web.disable-reload", "Refuse POST /-/reload (SIGHUP still reloads).").Bool()
-	app.Command("serve", "Run the prober daemon (the default).").Default()
+	// Each command has its own --config.file; the daemon's flags sit on
+	// the default command, so `llm-prober --web.listen-address=…` works
+	// without naming it, as with every other exporter.
+	serveCmd := app.Command("serve", "Run the prober daemon (the default).").Default()
+	configFile := serveCmd.Flag("config.file", "llm-prober configuration file.").Default("llm-prober.yml").String()
+	webFlags := kingpinflag.AddFlags(serveCmd, defaultListenAddress)
+	shutdownTimeout := serveCmd.Flag("web.shutdown-timeout", "How long to wait for in-flight probes and requests when stopping.").Default("30s").Duration()
+	disableReload := serveCmd.Flag("web.disable-reload", "Refuse POST /-/reload (SIGHUP still reloads).").Bool()
 
 	checkCmd := app.Command("check-config", "Validate configuration files and exit 0 if all are valid, 1 otherwise.")
-	checkFiles := checkCmd.Arg("file", "Configuration files to check (default: --config.file).").Strings()
+	checkFiles := checkCmd.Arg("file", "Configuration files to check.").Default("llm-prober.yml").Strings()
 	checkPrint := checkCmd.Flag("print", "Print the effective configuration with defaults filled in and secrets hidden.").Bool()
+
+	probeCmd := app.Command("probe", "Send one probe now and print a breakdown of its timings.")
+	probeConfig := probeCmd.Flag("config.file", "llm-prober configuration file.").Default("llm-prober.yml").String()
+	probeTarget := probeCmd.Flag("target", "Name of the target to probe.").Required().String()
+	probeName := probeCmd.Flag("probe", "Name of the probe (default: the target's first).").String()
+
+	simCmd := app.Command("simulate", "Run the built-in simulated LLM server (OpenAI-compatible, vLLM metrics, ground truth, fault injection).")
+	simFlags := simulator.RegisterFlags(simCmd)
 
 	cmd, err := app.Parse(args)
 	if exitCode >= 0 {
@@ -74,11 +83,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	switch cmd {
 	case checkCmd.FullCommand():
-		files := *checkFiles
-		if len(files) == 0 {
-			files = []string{*configFile}
-		}
-		return checkConfig(files, *checkPrint, stdout, stderr)
+		return checkConfig(*checkFiles, *checkPrint, stdout, stderr)
+	case probeCmd.FullCommand():
+		return probeOnce(ctx, *probeConfig, *probeTarget, *probeName, logger, stdout, stderr)
+	case simCmd.FullCommand():
+		return simulate(ctx, simFlags, logger, stderr)
 	default:
 		return serve(ctx, serveOptions{
 			configFile:      *configFile,

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 
+	"github.com/llm-prober/llm-prober/collector"
 	"github.com/llm-prober/llm-prober/config"
 )
 
@@ -44,6 +45,7 @@ type daemon struct {
 	logger        *slog.Logger
 	config        *config.SafeConfig
 	registry      *prometheus.Registry
+	prober        *prober
 	ready         atomic.Bool
 	disableReload bool
 }
@@ -55,12 +57,17 @@ func newDaemon(opts serveOptions) *daemon {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		versioncollector.NewCollector(programName),
 	)
-	return &daemon{
+	probeMetrics := collector.NewProbeMetrics()
+	reg.MustRegister(probeMetrics)
+	d := &daemon{
 		logger:        opts.logger,
 		config:        config.NewSafeConfig(opts.configFile, opts.logger, reg),
 		registry:      reg,
+		prober:        newProber(opts.logger, probeMetrics),
 		disableReload: opts.disableReload,
 	}
+	d.config.OnChange(d.prober.apply)
+	return d
 }
 
 func (d *daemon) handler() (http.Handler, error) {
@@ -152,6 +159,7 @@ func serve(ctx context.Context, opts serveOptions) int {
 	d := newDaemon(opts)
 	if err := d.config.Reload(); err != nil {
 		fmt.Fprintf(opts.stderr, "llm-prober: invalid configuration, not starting:\n%v\n", err)
+		d.prober.stop(ctx)
 		return 1
 	}
 	d.ready.Store(true)
@@ -207,6 +215,9 @@ func serve(ctx context.Context, opts serveOptions) int {
 	logger.Info("Shutting down", "timeout", opts.shutdownTimeout)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), opts.shutdownTimeout)
 	defer cancel()
+	// Probes drain first, while /metrics still answers, so a scrape during
+	// shutdown sees their results.
+	d.prober.stop(shutdownCtx)
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		logger.Warn("Web server did not stop cleanly", "err", err)
 	}
