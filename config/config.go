@@ -145,8 +145,8 @@ func (m *MaxTokens) fromScalar(n *yaml.Node) error {
 // GPUs configures NVML collection.
 type GPUs struct {
 	Enabled GPUMode `yaml:"enabled"`
-	Library string `yaml:"library,omitempty"`
-	Devices []int  `yaml:"devices,omitempty"`
+	Library string  `yaml:"library,omitempty"`
+	Devices []int   `yaml:"devices,omitempty"`
 }
 
 // GPUMode is auto, true or false; YAML booleans and strings both work.
