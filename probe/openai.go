@@ -344,6 +344,13 @@ func streamError(data []byte) (Outcome, error) {
 		if e, ok := f.apiError(); ok {
 			return e.outcome(), fmt.Errorf("mid-stream %w", e)
 		}
+		// llama.cpp's `error:` line carries the bare inner object
+		// {"code","message","type"} without a wrapper.
+		var in innerError
+		if json.Unmarshal(bytes.TrimSpace(data), &in) == nil && (len(in.Message) > 0 || len(in.Code) > 0) {
+			e := apiError{message: jsonText(in.Message), kind: sanitize([]byte(in.Type)), code: jsonCode(in.Code)}
+			return e.outcome(), fmt.Errorf("mid-stream %w", e)
+		}
 	}
 	return OutcomeProtocolError, fmt.Errorf("mid-stream error event: %s", sanitize(data))
 }
