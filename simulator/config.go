@@ -99,6 +99,9 @@ type GroundTruthConfig struct {
 
 // MetricsConfig selects the exposed metric names.
 type MetricsConfig struct {
+	// Naming picks whose metric names /metrics uses: vllm, triton, tgi or
+	// sglang (see metrics.go); the engine state behind them is the same.
+	Naming string `yaml:"naming"`
 	// LegacyNames also exposes vllm:gpu_cache_usage_perc and
 	// vllm:time_per_output_token_seconds, the names older vLLM releases use.
 	LegacyNames bool `yaml:"legacy_names"`
@@ -150,6 +153,7 @@ func DefaultConfig() Config {
 			Capacity:          10000,
 			MaxChunksPerEntry: 4096,
 		},
+		Metrics: MetricsConfig{Naming: NamingVLLM},
 	}
 }
 
@@ -268,6 +272,9 @@ func (c Config) Validate() error {
 	}
 	if g.MaxChunksPerEntry < 1 || g.MaxChunksPerEntry > 1<<20 {
 		bad("ground_truth.max_chunks_per_request", "must be between 1 and 1048576, got %d", g.MaxChunksPerEntry)
+	}
+	if err := validNaming(c.Metrics.Naming); c.Metrics.Naming != "" && err != nil {
+		bad("metrics.naming", "%v", err)
 	}
 	return errors.Join(errs...)
 }

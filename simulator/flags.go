@@ -127,6 +127,11 @@ func RegisterFlags(cmd *kingpin.CmdClause) *Flags {
 			v := fc.Bool()
 			return func(c *Config) { c.Metrics.LegacyNames = *v }
 		})
+	override("metrics.naming", "Metric names /metrics uses: vllm, triton, tgi or sglang.", d.Metrics.Naming,
+		func(fc *kingpin.FlagClause) func(*Config) {
+			v := fc.Enum(MetricsNamings()...)
+			return func(c *Config) { c.Metrics.Naming = *v }
+		})
 	return f
 }
 

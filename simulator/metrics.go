@@ -1,10 +1,36 @@
 package simulator
 
 import (
+	"fmt"
+	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
+
+// Metric namings the simulator can expose: the same engine state under the
+// names each real server uses, so the prober's normalisation can be tested
+// against every kind.
+const (
+	NamingVLLM   = "vllm"
+	NamingTriton = "triton"
+	NamingTGI    = "tgi"
+	NamingSGLang = "sglang"
+)
+
+// MetricsNamings lists the accepted metrics.naming values.
+func MetricsNamings() []string {
+	return []string{NamingVLLM, NamingTriton, NamingTGI, NamingSGLang}
+}
+
+func validNaming(n string) error {
+	for _, v := range MetricsNamings() {
+		if n == v {
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown naming %q; want one of %v", n, MetricsNamings())
+}
 
 // vLLM's default bucket boundaries (V1), so dashboards built for vLLM
 // read the simulator's histograms the same way.
@@ -22,46 +48,105 @@ const (
 	finishError  = "error"
 )
 
-// serverMetrics are the engine's metrics under vLLM's names. The label
-// values are fixed at construction: vLLM V1 labels everything with the
-// first served model name and the engine (data-parallel) index.
+// serverMetrics is what the request path records into. Every naming fills
+// every field: an observation the naming has no metric for goes to a sink,
+// so the request path never needs to know which naming is active.
 type serverMetrics struct {
 	ttft, itl, legacyTPOT, reqTPOT, e2e    prometheus.Observer
 	queue, prefill, decode, inference      prometheus.Observer
 	promptTokensHist, generationTokensHist prometheus.Observer
 	promptTokens, generationTokens         prometheus.Counter
-	success                                *prometheus.CounterVec
-	model                                  string
+	// onFinish counts one request that left the engine, by vLLM finished
+	// reason (stop, length, abort, error).
+	onFinish func(reason string)
 }
 
-// engineCollector reads the engine's gauges at scrape time so they are
-// always consistent with each other.
-type engineCollector struct {
-	e                           *engine
-	labels                      []string
-	running, waiting, kv, oldKV *prometheus.Desc
+// sink swallows observations a naming has no metric for.
+type sink struct{}
+
+func (sink) Observe(float64) {}
+
+// sinkCounter is an unregistered counter: it counts, nobody exposes it.
+func sinkCounter() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: "sink"})
 }
 
-func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.running
-	ch <- c.waiting
-	ch <- c.kv
-	if c.oldKV != nil {
-		ch <- c.oldKV
+// scaled converts seconds into the unit a server exposes (µs, ms).
+type scaled struct {
+	o prometheus.Observer
+	f float64
+}
+
+func (s scaled) Observe(v float64) { s.o.Observe(v * s.f) }
+
+// adder accumulates observations into a counter, as Triton's cumulative
+// duration counters do.
+type adder struct{ c prometheus.Counter }
+
+func (a adder) Observe(v float64) {
+	if v > 0 {
+		a.c.Add(v)
 	}
 }
 
-func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.e.state()
-	ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(st.running), c.labels...)
-	ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(st.waiting), c.labels...)
-	ch <- prometheus.MustNewConstMetric(c.kv, prometheus.GaugeValue, st.kvUsage, c.labels...)
-	if c.oldKV != nil {
-		ch <- prometheus.MustNewConstMetric(c.oldKV, prometheus.GaugeValue, st.kvUsage, c.labels...)
+// gaugeSet reads the engine's state once per scrape, so every gauge of one
+// scrape comes from the same snapshot and they agree with each other.
+type gaugeSet struct {
+	e      *engine
+	gauges []stateGauge
+}
+
+type stateGauge struct {
+	desc   *prometheus.Desc
+	labels []string
+	value  func(engineState) float64
+}
+
+func (g *gaugeSet) add(desc *prometheus.Desc, value func(engineState) float64, labels ...string) {
+	g.gauges = append(g.gauges, stateGauge{desc: desc, labels: labels, value: value})
+}
+
+func (g *gaugeSet) Describe(ch chan<- *prometheus.Desc) {
+	seen := map[*prometheus.Desc]bool{}
+	for _, s := range g.gauges {
+		if !seen[s.desc] {
+			seen[s.desc] = true
+			ch <- s.desc
+		}
 	}
 }
 
-func newServerMetrics(reg prometheus.Registerer, e *engine, model string, maxModelLen int, legacy bool) *serverMetrics {
+func (g *gaugeSet) Collect(ch chan<- prometheus.Metric) {
+	st := g.e.state()
+	for _, s := range g.gauges {
+		ch <- prometheus.MustNewConstMetric(s.desc, prometheus.GaugeValue, s.value(st), s.labels...)
+	}
+}
+
+// kvUsedTokens converts the engine's usage ratio back into tokens for the
+// namings that expose tokens or blocks rather than a fraction.
+func kvUsedTokens(e *engine, st engineState) float64 {
+	return math.Round(st.kvUsage * float64(e.sched.KVCacheCapacityTokens))
+}
+
+func newServerMetrics(reg prometheus.Registerer, e *engine, model string, maxModelLen int, mc MetricsConfig) *serverMetrics {
+	switch mc.Naming {
+	case NamingTriton:
+		return newTritonMetrics(reg, e, model)
+	case NamingTGI:
+		return newTGIMetrics(reg, e, maxModelLen)
+	case NamingSGLang:
+		return newSGLangMetrics(reg, e, model)
+	default:
+		// "" is vLLM too, so a Config built by hand without a naming works.
+		return newVLLMMetrics(reg, e, model, maxModelLen, mc.LegacyNames)
+	}
+}
+
+// newVLLMMetrics uses vLLM V1's names. The label values are fixed at
+// construction: vLLM V1 labels everything with the first served model name
+// and the engine (data-parallel) index.
+func newVLLMMetrics(reg prometheus.Registerer, e *engine, model string, maxModelLen int, legacy bool) *serverMetrics {
 	labelNames := []string{"model_name", "engine"}
 	labels := prometheus.Labels{"model_name": model, "engine": "0"}
 
@@ -97,36 +182,35 @@ func newServerMetrics(reg prometheus.Registerer, e *engine, model string, maxMod
 		m.legacyTPOT = hist("vllm:time_per_output_token_seconds",
 			"Histogram of time per output token in seconds. DEPRECATED: use vllm:inter_token_latency_seconds.", vllmITLBuckets)
 	}
-	m.success = prometheus.NewCounterVec(prometheus.CounterOpts{
+	success := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vllm:request_success_total",
 		Help: "Count of successfully processed requests.",
 	}, append(labelNames, "finished_reason"))
-	reg.MustRegister(m.success)
+	reg.MustRegister(success)
 	for _, r := range []string{finishStop, finishLength, finishAbort, finishError} {
-		m.success.With(prometheus.Labels{"model_name": model, "engine": "0", "finished_reason": r})
+		success.With(prometheus.Labels{"model_name": model, "engine": "0", "finished_reason": r})
 	}
+	m.onFinish = func(reason string) { success.WithLabelValues(model, "0", reason).Inc() }
 
 	gauge := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labelNames, nil)
 	}
-	ec := &engineCollector{
-		e:       e,
-		labels:  []string{model, "0"},
-		running: gauge("vllm:num_requests_running", "Number of requests in model execution batches."),
-		waiting: gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed."),
-		kv:      gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage."),
-	}
+	g := &gaugeSet{e: e}
+	g.add(gauge("vllm:num_requests_running", "Number of requests in model execution batches."),
+		func(st engineState) float64 { return float64(st.running) }, model, "0")
+	g.add(gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed."),
+		func(st engineState) float64 { return float64(st.waiting) }, model, "0")
+	g.add(gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage."),
+		func(st engineState) float64 { return st.kvUsage }, model, "0")
 	if legacy {
-		ec.oldKV = gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage. DEPRECATED: use vllm:kv_cache_usage_perc.")
+		g.add(gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage. DEPRECATED: use vllm:kv_cache_usage_perc."),
+			func(st engineState) float64 { return st.kvUsage }, model, "0")
 	}
-	reg.MustRegister(ec)
-	m.model = model
+	reg.MustRegister(g)
 	return m
 }
 
-func (m *serverMetrics) finished(reason string) {
-	m.success.WithLabelValues(m.model, "0", reason).Inc()
-}
+func (m *serverMetrics) finished(reason string) { m.onFinish(reason) }
 
 func (m *serverMetrics) observeITL(d time.Duration) {
 	m.itl.Observe(d.Seconds())

@@ -1,6 +1,7 @@
 // Package simulator is a simulated LLM inference server: a real HTTP
 // server that speaks the OpenAI-compatible API as vLLM does, with a
-// load-aware latency model, vLLM-named /metrics, fault injection and
+// load-aware latency model, /metrics under vLLM's (or Triton's, TGI's,
+// SGLang's) names, fault injection and
 // per-request ground truth for accuracy tests. See docs/simulator.md.
 package simulator
 
@@ -56,7 +57,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		reg:     prometheus.NewRegistry(),
 		started: time.Now(),
 	}
-	s.metrics = newServerMetrics(s.reg, s.engine, cfg.ServedModelNames[0], cfg.MaxModelLen, cfg.Metrics.LegacyNames)
+	s.metrics = newServerMetrics(s.reg, s.engine, cfg.ServedModelNames[0], cfg.MaxModelLen, cfg.Metrics)
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.handleOpenAI(true))
