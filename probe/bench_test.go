@@ -1,0 +1,30 @@
+package probe
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkStreamEvent measures parsing one SSE event and decoding its
+// chunk, the per-token work between two timestamps.
+func BenchmarkStreamEvent(b *testing.B) {
+	event := "data: " + `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" token"},"logprobs":null,"finish_reason":null}]}` + "\n\n"
+	r := newSSEReader(&loopReader{data: []byte(strings.Repeat(event, 16))}, DefaultMaxLineBytes, 0)
+	d := &openAIDriver{}
+	var st streamState
+	var chunk oaiChunk
+	res := &Result{Start: time.Now()}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(event)))
+	for b.Loop() {
+		ev, err := r.next()
+		if err != nil {
+			b.Fatal(err)
+		}
+		d.onEvent(ev, res, &st, &chunk)
+		if len(res.Chunks) > 1<<16 {
+			res.Chunks, st.cum = res.Chunks[:0], st.cum[:0]
+		}
+	}
+}
