@@ -67,6 +67,10 @@ func newDaemon(opts serveOptions) *daemon {
 		disableReload: opts.disableReload,
 	}
 	d.config.OnChange(d.prober.apply)
+	// Model-server /metrics are fetched while Prometheus scrapes the prober.
+	serverMetrics := collector.NewServerMetrics(opts.logger)
+	reg.MustRegister(serverMetrics)
+	d.config.OnChange(serverMetrics.ApplyConfig)
 	return d
 }
 

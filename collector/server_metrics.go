@@ -1,0 +1,338 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	promconfig "github.com/prometheus/common/config"
+	"github.com/prometheus/common/version"
+
+	"github.com/llm-prober/llm-prober/config"
+)
+
+// MaxServerMetricsBytes bounds what one scrape of a model server reads
+// (after decompression). Real expositions are tens of kilobytes; a server
+// answering with more is broken or hostile, and reading it would cost the
+// prober memory on every scrape.
+const MaxServerMetricsBytes = 16 << 20
+
+// serverAccept prefers the classic text format, which every server speaks
+// and the parser reads natively; OpenMetrics is reduced to it.
+const serverAccept = "text/plain;version=0.0.4;q=1,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1"
+
+// ServerTarget is one model server whose /metrics are scraped.
+type ServerTarget struct {
+	// Name is the prober's target name, the target label.
+	Name string
+	URL  string
+	// Kind is auto or one of the server kinds.
+	Kind    string
+	Timeout time.Duration
+	// TLSConfig is the target's; the API key is not sent: /metrics is
+	// usually unauthenticated and often on another port.
+	TLSConfig promconfig.TLSConfig
+}
+
+// ServerMetrics scrapes model servers' /metrics when Prometheus scrapes the
+// prober and exports them under normalised llm_server_* names.
+type ServerMetrics struct {
+	logger    *slog.Logger
+	norm      *normaliser
+	maxBytes  int64
+	outputs   map[string]*prometheus.Desc
+	types     map[string]prometheus.ValueType
+	up, dur   *prometheus.Desc
+	selfOK    *prometheus.Desc
+	selfDur   *prometheus.Desc
+	mu        sync.RWMutex
+	targets   []*serverTarget
+	userAgent string
+}
+
+type serverTarget struct {
+	ServerTarget
+	client    *http.Client
+	clientErr error
+
+	// mu guards what is logged once per change across concurrent scrapes.
+	mu       sync.Mutex
+	detected string
+	lastErr  string
+}
+
+// NewServerMetrics returns a collector with no targets; give it targets
+// with SetTargets or ApplyConfig.
+func NewServerMetrics(logger *slog.Logger) *ServerMetrics {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	c := &ServerMetrics{
+		logger:    logger,
+		norm:      newNormaliser(),
+		maxBytes:  MaxServerMetricsBytes,
+		outputs:   map[string]*prometheus.Desc{},
+		types:     map[string]prometheus.ValueType{},
+		userAgent: "llm-prober/" + version.Version,
+		up: prometheus.NewDesc(serverUp,
+			"Whether the last scrape of the model server's metrics succeeded and held metrics of its kind (1) or not (0).",
+			[]string{"target"}, nil),
+		dur: prometheus.NewDesc(serverScrapeDuration,
+			"How long the last scrape of the model server's metrics took.", []string{"target"}, nil),
+	}
+	c.selfOK, c.selfDur = collectorSelfDescs("server_metrics")
+	for _, o := range serverOutputs() {
+		labels := []string{"target", "server", "model"}
+		if o.extra != "" {
+			labels = append(labels, o.extra)
+		}
+		c.outputs[o.name] = prometheus.NewDesc(o.name, o.help, labels, nil)
+		c.types[o.name] = o.typ
+	}
+	return c
+}
+
+// ApplyConfig takes the server_metrics of every target in cfg; meant for
+// SafeConfig.OnChange.
+func (c *ServerMetrics) ApplyConfig(cfg *config.Config) {
+	var ts []ServerTarget
+	for _, t := range cfg.Targets {
+		if t == nil || t.ServerMetrics == nil {
+			continue
+		}
+		ts = append(ts, ServerTarget{
+			Name:      t.Name,
+			URL:       t.ServerMetrics.URL,
+			Kind:      t.ServerMetrics.Kind,
+			Timeout:   time.Duration(t.ServerMetrics.Timeout),
+			TLSConfig: t.TLSConfig,
+		})
+	}
+	c.SetTargets(ts)
+}
+
+// SetTargets replaces the scraped targets. A target whose URL, kind and TLS
+// settings did not change keeps its connections and what it logged.
+func (c *ServerMetrics) SetTargets(ts []ServerTarget) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := map[string]*serverTarget{}
+	for _, t := range c.targets {
+		old[t.Name] = t
+	}
+	next := make([]*serverTarget, 0, len(ts))
+	for _, t := range ts {
+		if o := old[t.Name]; o != nil && sameServerTarget(o.ServerTarget, t) {
+			o.Timeout = t.Timeout
+			next = append(next, o)
+			delete(old, t.Name)
+			continue
+		}
+		st := &serverTarget{ServerTarget: t}
+		st.client, st.clientErr = promconfig.NewClientFromConfig(
+			promconfig.HTTPClientConfig{TLSConfig: t.TLSConfig, FollowRedirects: true, EnableHTTP2: true},
+			"server_metrics")
+		if st.clientErr != nil {
+			c.logger.Error("Cannot build the HTTP client for server metrics", "target", t.Name, "err", st.clientErr)
+		}
+		next = append(next, st)
+	}
+	for _, o := range old {
+		o.closeIdle()
+	}
+	c.targets = next
+}
+
+func sameServerTarget(a, b ServerTarget) bool {
+	return a.URL == b.URL && a.Kind == b.Kind && a.TLSConfig == b.TLSConfig
+}
+
+func (t *serverTarget) closeIdle() {
+	if t.client != nil {
+		t.client.CloseIdleConnections()
+	}
+}
+
+// Close drops idle connections to every server.
+func (c *ServerMetrics) Close() {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, t := range c.targets {
+		t.closeIdle()
+	}
+}
+
+// Describe sends every descriptor: the collector is checked.
+func (c *ServerMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.outputs {
+		ch <- d
+	}
+	ch <- c.up
+	ch <- c.dur
+	ch <- c.selfOK
+	ch <- c.selfDur
+}
+
+type serverScrape struct {
+	t        *serverTarget
+	res      normalisation
+	err      error
+	duration time.Duration
+}
+
+// Collect scrapes every target at once; each scrape is bounded by its
+// target's timeout, so Collect returns within the longest one.
+func (c *ServerMetrics) Collect(ch chan<- prometheus.Metric) {
+	start := time.Now()
+	c.mu.RLock()
+	targets := c.targets
+	c.mu.RUnlock()
+
+	results := make([]serverScrape, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		wg.Go(func() {
+			s := time.Now()
+			res, err := c.scrape(t)
+			results[i] = serverScrape{t: t, res: res, err: err, duration: time.Since(s)}
+		})
+	}
+	wg.Wait()
+
+	ok := true
+	for _, r := range results {
+		up := 1.0
+		if r.err != nil {
+			up, ok = 0, false
+		}
+		c.noteOutcome(r)
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up, r.t.Name)
+		ch <- prometheus.MustNewConstMetric(c.dur, prometheus.GaugeValue, r.duration.Seconds(), r.t.Name)
+		if r.err != nil {
+			continue
+		}
+		for _, s := range r.res.samples {
+			desc, typ := c.outputs[s.out], c.types[s.out]
+			labels := []string{r.t.Name, r.res.kind, s.model}
+			if s.extra != "" {
+				labels = append(labels, s.extra)
+			}
+			m, err := prometheus.NewConstMetric(desc, typ, s.value, labels...)
+			if err != nil {
+				// Unreachable with a consistent table; never panic on
+				// what a server sent.
+				continue
+			}
+			ch <- m
+		}
+	}
+	success := 0.0
+	if ok {
+		success = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.selfOK, prometheus.GaugeValue, success)
+	ch <- prometheus.MustNewConstMetric(c.selfDur, prometheus.GaugeValue, time.Since(start).Seconds())
+}
+
+// noteOutcome logs the kind chosen for auto and every change of error, each
+// once, so a broken server logs one line rather than one per scrape.
+func (c *ServerMetrics) noteOutcome(r serverScrape) {
+	t := r.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r.err != nil {
+		if msg := r.err.Error(); msg != t.lastErr {
+			t.lastErr = msg
+			c.logger.Warn("Scraping model-server metrics failed; llm_server_up is 0 until it works",
+				"target", t.Name, "url", redactURL(t.URL), "kind", t.Kind, "err", r.err)
+		}
+		return
+	}
+	if t.lastErr != "" {
+		t.lastErr = ""
+		c.logger.Info("Scraping model-server metrics works again", "target", t.Name, "url", redactURL(t.URL))
+	}
+	if t.Kind == KindAuto && r.res.kind != t.detected {
+		t.detected = r.res.kind
+		c.logger.Info("Detected the model-server kind from its metric names", "target", t.Name, "kind", r.res.kind)
+	}
+	if r.res.droppedModels > 0 {
+		c.logger.Debug("Model server exposes too many models; some are not exported",
+			"target", t.Name, "limit", maxServerModels, "dropped", r.res.droppedModels)
+	}
+}
+
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "<unparsable URL>"
+	}
+	return u.Redacted()
+}
+
+// scrape fetches and normalises one target within its timeout.
+func (c *ServerMetrics) scrape(t *serverTarget) (normalisation, error) {
+	if t.clientErr != nil {
+		return normalisation{}, fmt.Errorf("HTTP client: %w", t.clientErr)
+	}
+	timeout := t.Timeout
+	if timeout <= 0 {
+		timeout = config.DefaultServerMetricsTime
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	body, openMetrics, err := c.fetch(ctx, t)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+			return normalisation{}, fmt.Errorf("no complete answer within the %s timeout", timeout)
+		}
+		return normalisation{}, err
+	}
+	return c.norm.normalise(body, openMetrics, t.Kind)
+}
+
+func (c *ServerMetrics) fetch(ctx context.Context, t *serverTarget) ([]byte, bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.URL, nil)
+	if err != nil {
+		return nil, false, fmt.Errorf("bad URL: %w", err)
+	}
+	req.Header.Set("Accept", serverAccept)
+	req.Header.Set("User-Agent", c.userAgent)
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return nil, false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, false, fmt.Errorf("HTTP status %s", resp.Status)
+	}
+	openMetrics := false
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		switch {
+		case err != nil:
+			return nil, false, fmt.Errorf("unparsable content type %q", ct)
+		case mt == "application/openmetrics-text":
+			openMetrics = true
+		case mt == "text/plain":
+		default:
+			return nil, false, fmt.Errorf("content type %q is not a Prometheus text exposition; is the URL a /metrics endpoint?", mt)
+		}
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, c.maxBytes+1))
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the body: %w", err)
+	}
+	if int64(len(body)) > c.maxBytes {
+		return nil, false, fmt.Errorf("%w: more than %d bytes", errTooLarge, c.maxBytes)
+	}
+	return body, openMetrics, nil
+}

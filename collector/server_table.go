@@ -1,0 +1,301 @@
+package collector
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Server kinds whose /metrics the prober normalises.
+const (
+	KindAuto     = "auto"
+	KindVLLM     = "vllm"
+	KindTriton   = "triton"
+	KindTGI      = "tgi"
+	KindSGLang   = "sglang"
+	KindLlamaCPP = "llamacpp"
+)
+
+// Normalised metric names.
+const (
+	serverRequestsWaiting   = "llm_server_requests_waiting"
+	serverRequestsRunning   = "llm_server_requests_running"
+	serverKVCacheUsage      = "llm_server_kv_cache_usage_ratio"
+	serverBatchSize         = "llm_server_batch_size"
+	serverRequestsTotal     = "llm_server_requests_total"
+	serverPromptTokens      = "llm_server_prompt_tokens_total"
+	serverGenerationTokens  = "llm_server_generation_tokens_total"
+	serverPhaseSeconds      = "llm_server_phase_seconds_total"
+	serverPhaseRequests     = "llm_server_phase_requests_total"
+	serverUp                = "llm_server_up"
+	serverScrapeDuration    = "llm_server_scrape_duration_seconds"
+	resultSuccess           = "success"
+	resultFailure           = "failure"
+	phaseQueue              = "queue"
+	phaseCompute            = "compute"
+	phasePrefill            = "prefill"
+	phaseDecode             = "decode"
+	phaseE2E                = "e2e"
+	phaseComputeInput       = "compute_input"
+	phaseComputeInfer       = "compute_infer"
+	phaseComputeOutput      = "compute_output"
+	microseconds            = 1e-6
+	labelResult, labelPhase = "result", "phase"
+)
+
+// serverOutput describes one normalised metric. Every series carries
+// target, server and model (empty when the server has no model label)
+// plus the extra label, if any, that the rules fill in.
+type serverOutput struct {
+	name, help string
+	typ        prometheus.ValueType
+	extra      string
+}
+
+func serverOutputs() []serverOutput {
+	return []serverOutput{
+		{serverRequestsWaiting, "Requests queued in the model server, not yet scheduled.", prometheus.GaugeValue, ""},
+		{serverRequestsRunning, "Requests the model server is processing (in the running batch).", prometheus.GaugeValue, ""},
+		{serverKVCacheUsage, "Fraction of the model server's KV cache in use (0..1).", prometheus.GaugeValue, ""},
+		{serverBatchSize, "Requests in the model server's current batch, where it reports one.", prometheus.GaugeValue, ""},
+		{serverRequestsTotal, "Requests the model server finished, by result as the server counts it.", prometheus.CounterValue, labelResult},
+		{serverPromptTokens, "Prompt (input) tokens the model server processed.", prometheus.CounterValue, ""},
+		{serverGenerationTokens, "Tokens the model server generated.", prometheus.CounterValue, ""},
+		{serverPhaseSeconds, "Seconds requests spent in a server-side phase, summed over requests; divide by llm_server_phase_requests_total for the mean.", prometheus.CounterValue, labelPhase},
+		{serverPhaseRequests, "Requests counted in llm_server_phase_seconds_total for the same phase.", prometheus.CounterValue, labelPhase},
+	}
+}
+
+// aggregation combines the matching series of one model into one value.
+type aggregation int
+
+const (
+	aggSum aggregation = iota
+	aggMax
+	aggAvg
+)
+
+func (a aggregation) String() string {
+	return [...]string{"sum", "max", "avg"}[a]
+}
+
+// field selects what a source reads from a series.
+type field int
+
+const (
+	fieldValue field = iota // gauge, counter or untyped value
+	fieldSum                // a histogram's or summary's _sum
+	fieldCount              // a histogram's or summary's _count
+)
+
+// labelMatch keeps a series when its label is one of values (or, negated,
+// none of them). "" stands for an absent label, as in PromQL.
+type labelMatch struct {
+	name   string
+	values []string
+	negate bool
+}
+
+func eq(name string, values ...string) labelMatch { return labelMatch{name: name, values: values} }
+func ne(name string, values ...string) labelMatch {
+	return labelMatch{name: name, values: values, negate: true}
+}
+
+// source is one metric of the server's exposition and the series of it
+// that count.
+type source struct {
+	metric string
+	field  field
+	match  []labelMatch
+}
+
+// combine says how a rule turns its sources into one value.
+type combine int
+
+const (
+	combineOne        combine = iota // sources[0]
+	combineSum                       // sources[0] + sources[1] + …
+	combineRatio                     // sources[0] / sources[1], only when sources[1] > 0
+	combineDifference                // sources[0] − sources[1] − …, at least 0; missing subtrahends count as 0
+)
+
+func (c combine) String() string {
+	return [...]string{"", "sum of", "ratio of", "difference of"}[c]
+}
+
+// serverRule is one row of the normalisation table. Rules producing the same
+// output series (name, extra label value, model) are alternatives in table
+// order: the first whose sources have data for that model wins. That is
+// how renames across server versions, and derived fallbacks such as KV
+// usage from blocks, coexist without double counting.
+type serverRule struct {
+	kind       string
+	out        string
+	extraValue string // value of the output's extra label (result, phase)
+	sources    []source
+	combine    combine
+	agg        aggregation
+	scale      float64 // multiplies the result when non-zero (units)
+	note       string  // why, for docs and readers of the table
+}
+
+// modelLabel is the label each kind puts the model name in; "" when the
+// kind has none (one server, one model).
+func modelLabel(kind string) string {
+	switch kind {
+	case KindVLLM, KindSGLang:
+		return "model_name"
+	case KindTriton:
+		return "model"
+	default:
+		return ""
+	}
+}
+
+// detectionPrefixes decide kind auto, in order: Triton first because its
+// vLLM backend also exposes vllm:* names beside nv_inference_*.
+func detectionPrefixes() []struct{ prefix, kind string } {
+	return []struct{ prefix, kind string }{
+		{"nv_inference_", KindTriton},
+		{"nv_trt_llm_", KindTriton},
+		{"nv_llm_", KindTriton},
+		{"sglang:", KindSGLang},
+		{"tgi_", KindTGI},
+		{"llamacpp:", KindLlamaCPP},
+		{"vllm:", KindVLLM},
+	}
+}
+
+// serverRules is the normalisation table. Keep docs/metrics.md in step.
+func serverRules() []serverRule {
+	one := func(metric string, m ...labelMatch) []source { return []source{{metric: metric, match: m}} }
+	hsum := func(metric string, m ...labelMatch) source { return source{metric: metric, field: fieldSum, match: m} }
+	hcount := func(metric string, m ...labelMatch) source {
+		return source{metric: metric, field: fieldCount, match: m}
+	}
+
+	var r []serverRule
+	add := func(rules ...serverRule) { r = append(r, rules...) }
+	// phase adds the seconds and request-count rows of a histogram whose
+	// _sum is seconds and _count the requests observed.
+	phase := func(kind, name, metric string, m ...labelMatch) {
+		add(serverRule{kind: kind, out: serverPhaseSeconds, extraValue: name, sources: []source{hsum(metric, m...)}},
+			serverRule{kind: kind, out: serverPhaseRequests, extraValue: name, sources: []source{hcount(metric, m...)}})
+	}
+
+	// vLLM: labels model_name and, in V1, engine (data-parallel rank).
+	// Counts are summed over engines; KV usage is the fullest engine's,
+	// since that is where requests stall.
+	vllmFailed := []string{"abort", "error"}
+	add(
+		serverRule{kind: KindVLLM, out: serverRequestsWaiting, sources: one("vllm:num_requests_waiting")},
+		serverRule{kind: KindVLLM, out: serverRequestsRunning, sources: one("vllm:num_requests_running")},
+		serverRule{kind: KindVLLM, out: serverKVCacheUsage, sources: one("vllm:kv_cache_usage_perc"), agg: aggMax, note: "vLLM ≥ 0.9.2"},
+		serverRule{kind: KindVLLM, out: serverKVCacheUsage, sources: one("vllm:gpu_cache_usage_perc"), agg: aggMax, note: "old name, vLLM ≤ 0.11"},
+		serverRule{kind: KindVLLM, out: serverRequestsTotal, extraValue: resultSuccess,
+			sources: one("vllm:request_success_total", ne("finished_reason", vllmFailed...)), note: "every finished_reason but abort and error"},
+		serverRule{kind: KindVLLM, out: serverRequestsTotal, extraValue: resultFailure,
+			sources: one("vllm:request_success_total", eq("finished_reason", vllmFailed...))},
+		serverRule{kind: KindVLLM, out: serverPromptTokens, sources: one("vllm:prompt_tokens_total")},
+		serverRule{kind: KindVLLM, out: serverGenerationTokens, sources: one("vllm:generation_tokens_total")},
+	)
+	phase(KindVLLM, phaseQueue, "vllm:request_queue_time_seconds")
+	phase(KindVLLM, phaseCompute, "vllm:request_inference_time_seconds")
+	phase(KindVLLM, phasePrefill, "vllm:request_prefill_time_seconds")
+	phase(KindVLLM, phaseDecode, "vllm:request_decode_time_seconds")
+	phase(KindVLLM, phaseE2E, "vllm:e2e_request_latency_seconds")
+
+	// Triton: labels model and version (summed over versions). The
+	// TensorRT-LLM backend's own gauges come first, Triton core's
+	// per-model ones are the fallback for other backends.
+	trtReq := func(typ string) []source { return one("nv_trt_llm_request_metrics", eq("request_type", typ)) }
+	kvBlocks := func(typ string) source {
+		return source{metric: "nv_trt_llm_kv_cache_block_metrics", match: []labelMatch{eq("kv_cache_block_type", typ)}}
+	}
+	add(
+		serverRule{kind: KindTriton, out: serverRequestsWaiting, sources: trtReq("waiting")},
+		serverRule{kind: KindTriton, out: serverRequestsWaiting, sources: one("nv_inference_pending_request_count"), note: "any backend: queued in Triton"},
+		serverRule{kind: KindTriton, out: serverRequestsRunning, sources: trtReq("active")},
+		serverRule{kind: KindTriton, out: serverBatchSize, sources: trtReq("scheduled")},
+		serverRule{kind: KindTriton, out: serverKVCacheUsage, sources: []source{kvBlocks("fraction")}, agg: aggMax},
+		serverRule{kind: KindTriton, out: serverKVCacheUsage, sources: []source{kvBlocks("used"), kvBlocks("max")},
+			combine: combineRatio, note: "releases without the fraction series"},
+		serverRule{kind: KindTriton, out: serverRequestsTotal, extraValue: resultSuccess, sources: one("nv_inference_request_success")},
+		serverRule{kind: KindTriton, out: serverRequestsTotal, extraValue: resultFailure, sources: one("nv_inference_request_failure"), note: "every reason"},
+		serverRule{kind: KindTriton, out: serverPromptTokens, sources: []source{hsum("nv_llm_input_token_len")}},
+		serverRule{kind: KindTriton, out: serverPromptTokens, sources: one("vllm:prompt_tokens_total"), note: "vLLM backend with REPORT_CUSTOM_METRICS"},
+		serverRule{kind: KindTriton, out: serverGenerationTokens, sources: []source{hsum("nv_llm_output_token_len")}},
+		serverRule{kind: KindTriton, out: serverGenerationTokens, sources: one("vllm:generation_tokens_total"), note: "vLLM backend with REPORT_CUSTOM_METRICS"},
+	)
+	// Triton accumulates durations of successful requests only, so the
+	// request count beside every phase is nv_inference_request_success.
+	tritonPhase := func(name string, metrics ...string) {
+		srcs := make([]source, len(metrics))
+		for i, m := range metrics {
+			srcs[i] = source{metric: m}
+		}
+		c := combineOne
+		if len(srcs) > 1 {
+			c = combineSum
+		}
+		add(serverRule{kind: KindTriton, out: serverPhaseSeconds, extraValue: name, sources: srcs, combine: c, scale: microseconds},
+			serverRule{kind: KindTriton, out: serverPhaseRequests, extraValue: name, sources: one("nv_inference_request_success")})
+	}
+	tritonPhase(phaseQueue, "nv_inference_queue_duration_us")
+	tritonPhase(phaseCompute, "nv_inference_compute_input_duration_us", "nv_inference_compute_infer_duration_us", "nv_inference_compute_output_duration_us")
+	tritonPhase(phaseComputeInput, "nv_inference_compute_input_duration_us")
+	tritonPhase(phaseComputeInfer, "nv_inference_compute_infer_duration_us")
+	tritonPhase(phaseComputeOutput, "nv_inference_compute_output_duration_us")
+	tritonPhase(phaseE2E, "nv_inference_request_duration_us")
+
+	// TGI: no labels. Counters are registered without _total; whether
+	// the exporter appends it is unverified, so both spellings are rows.
+	add(
+		serverRule{kind: KindTGI, out: serverRequestsWaiting, sources: one("tgi_queue_size")},
+		serverRule{kind: KindTGI, out: serverRequestsRunning, sources: one("tgi_batch_current_size")},
+		serverRule{kind: KindTGI, out: serverBatchSize, sources: one("tgi_batch_current_size")},
+		serverRule{kind: KindTGI, out: serverKVCacheUsage,
+			sources: []source{{metric: "tgi_batch_current_max_tokens"}, {metric: "tgi_batch_max_total_tokens"}},
+			combine: combineRatio, note: "tokens the current batch reserves of the KV token budget"},
+		serverRule{kind: KindTGI, out: serverRequestsTotal, extraValue: resultSuccess, sources: one("tgi_request_success")},
+		serverRule{kind: KindTGI, out: serverRequestsTotal, extraValue: resultSuccess, sources: one("tgi_request_success_total")},
+		serverRule{kind: KindTGI, out: serverRequestsTotal, extraValue: resultFailure, sources: one("tgi_request_failure"), note: "every err"},
+		serverRule{kind: KindTGI, out: serverRequestsTotal, extraValue: resultFailure, sources: one("tgi_request_failure_total")},
+		serverRule{kind: KindTGI, out: serverPromptTokens, sources: []source{hsum("tgi_request_input_length")}},
+		serverRule{kind: KindTGI, out: serverGenerationTokens, sources: []source{hsum("tgi_request_generated_tokens")}},
+	)
+	phase(KindTGI, phaseQueue, "tgi_request_queue_duration")
+	phase(KindTGI, phaseCompute, "tgi_request_inference_duration")
+	phase(KindTGI, phaseE2E, "tgi_request_duration")
+
+	// SGLang: labels model_name, engine_type and, on scheduler gauges,
+	// tp_rank/pp_rank/moe_ep_rank (dp_rank with data parallelism). Every
+	// rank of a TP/PP group reports the same queue, so only rank 0 is
+	// read; data-parallel ranks are summed.
+	rank0 := []labelMatch{eq("tp_rank", "", "0"), eq("pp_rank", "", "0")}
+	add(
+		serverRule{kind: KindSGLang, out: serverRequestsWaiting, sources: one("sglang:num_queue_reqs", rank0...)},
+		serverRule{kind: KindSGLang, out: serverRequestsRunning, sources: one("sglang:num_running_reqs", rank0...)},
+		serverRule{kind: KindSGLang, out: serverKVCacheUsage, sources: one("sglang:token_usage", rank0...), agg: aggMax},
+		serverRule{kind: KindSGLang, out: serverKVCacheUsage,
+			sources: []source{{metric: "sglang:num_used_tokens", match: rank0}, {metric: "sglang:max_total_num_tokens", match: rank0}},
+			combine: combineRatio},
+		serverRule{kind: KindSGLang, out: serverRequestsTotal, extraValue: resultSuccess,
+			sources: []source{{metric: "sglang:num_requests_total"}, {metric: "sglang:num_aborted_requests_total"}},
+			combine: combineDifference, note: "finished minus aborted"},
+		serverRule{kind: KindSGLang, out: serverRequestsTotal, extraValue: resultFailure, sources: one("sglang:num_aborted_requests_total")},
+		serverRule{kind: KindSGLang, out: serverPromptTokens, sources: one("sglang:prompt_tokens_total")},
+		serverRule{kind: KindSGLang, out: serverGenerationTokens, sources: one("sglang:generation_tokens_total")},
+	)
+	phase(KindSGLang, phaseQueue, "sglang:queue_time_seconds")
+	phase(KindSGLang, phaseE2E, "sglang:e2e_request_latency_seconds")
+
+	// llama.cpp: no labels, no histograms, no request counter; its
+	// prefill and decode seconds are exported without a request count.
+	add(
+		serverRule{kind: KindLlamaCPP, out: serverRequestsWaiting, sources: one("llamacpp:requests_deferred")},
+		serverRule{kind: KindLlamaCPP, out: serverRequestsRunning, sources: one("llamacpp:requests_processing")},
+		serverRule{kind: KindLlamaCPP, out: serverKVCacheUsage, sources: one("llamacpp:kv_cache_usage_ratio"), note: "older builds only"},
+		serverRule{kind: KindLlamaCPP, out: serverPromptTokens, sources: one("llamacpp:prompt_tokens_total")},
+		serverRule{kind: KindLlamaCPP, out: serverGenerationTokens, sources: one("llamacpp:tokens_predicted_total")},
+		serverRule{kind: KindLlamaCPP, out: serverPhaseSeconds, extraValue: phasePrefill, sources: one("llamacpp:prompt_seconds_total")},
+		serverRule{kind: KindLlamaCPP, out: serverPhaseSeconds, extraValue: phaseDecode, sources: one("llamacpp:tokens_predicted_seconds_total")},
+	)
+	return r
+}
