@@ -39,9 +39,6 @@ func itoa(n int) string     { b, _ := json.Marshal(n); return string(b) }
 func roleChunk() string {
 	return `{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`
 }
-func completionText(text string) string {
-	return `{"choices":[{"index":0,"text":` + quote(text) + `,"finish_reason":null}]}`
-}
 func sleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -11,17 +11,37 @@ import (
 // llm_probe_requests_total{outcome}; keep the set small and stable.
 type Outcome string
 
-// Outcome classes, as defined in docs/metrics.md.
+// Outcome classes, as defined in docs/metrics.md. How the HTTP drivers map
+// what happened onto them is noted per class.
 const (
-	OutcomeSuccess       Outcome = "success"
-	OutcomeTimeout       Outcome = "timeout"
-	OutcomeConnectError  Outcome = "connect_error"
-	OutcomeHTTP4xx       Outcome = "http_4xx"
-	OutcomeHTTP5xx       Outcome = "http_5xx"
-	OutcomeGRPCError     Outcome = "grpc_error"
+	// OutcomeSuccess: HTTP 200 and the stream ended with its terminator
+	// ([DONE] for OpenAI), or a complete non-streamed answer.
+	OutcomeSuccess Outcome = "success"
+	// OutcomeTimeout: the caller's ctx deadline passed (or ctx was
+	// cancelled; Err then wraps context.Canceled).
+	OutcomeTimeout Outcome = "timeout"
+	// OutcomeConnectError: no connection was obtained: DNS failure,
+	// refused, dial or TLS handshake timeout, certificate rejected.
+	OutcomeConnectError Outcome = "connect_error"
+	// OutcomeHTTP4xx: status 4xx, or an error object in the stream or body
+	// whose code is 4xx.
+	OutcomeHTTP4xx Outcome = "http_4xx"
+	// OutcomeHTTP5xx: status 5xx, or an error object whose code is 5xx.
+	OutcomeHTTP5xx Outcome = "http_5xx"
+	// OutcomeGRPCError: a non-OK gRPC status (gRPC drivers).
+	OutcomeGRPCError Outcome = "grpc_error"
+	// OutcomeProtocolError: the server broke the protocol or our limits:
+	// invalid JSON or UTF-8, nesting too deep, a line, event or body over
+	// its limit, a redirect, another non-200 2xx/1xx status, an error
+	// object without a usable code, JSON where a stream was asked for.
 	OutcomeProtocolError Outcome = "protocol_error"
+	// OutcomeStreamStalled: after the response head, no byte arrived for
+	// stream_idle_timeout.
 	OutcomeStreamStalled Outcome = "stream_stalled"
-	OutcomeIncomplete    Outcome = "incomplete"
+	// OutcomeIncomplete: the connection broke after the request was sent
+	// (reset, EOF, broken chunking), or the stream ended without its
+	// terminator.
+	OutcomeIncomplete Outcome = "incomplete"
 )
 
 // Outcomes lists every outcome class, so counters can be initialised to zero
