@@ -1,34 +1,50 @@
-// Package schedule decides when probes are sent. Each job fires on its own
-// arrival process; the runner starts, keeps and stops jobs as the config
-// changes, and drains in-flight runs on shutdown.
+// Package schedule decides when probes are sent. Each job follows its own
+// traffic shape (an interval, a rate, a closed loop, bursts, stages, active
+// windows); the runner starts, keeps and stops jobs as the config changes,
+// and drains in-flight runs on shutdown.
+//
+// Open-loop shapes never wait for answers: an arrival that finds the job's
+// or the target's in-flight bound reached is skipped and reported, and
+// every send carries its planned time so the caller can record the lag.
+// Nothing hides coordinated omission.
 package schedule
 
 import (
 	"context"
+	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// Spec is a job's arrival process. It is comparable, so a reload can tell
-// whether a job's timing changed.
-type Spec struct {
-	// Every is the interval between planned sends.
-	Every time.Duration
-	// Jitter delays each planned send by a uniform random amount in
-	// [0, Jitter), so many probers started together do not fire in step.
-	Jitter time.Duration
-	// MaxInFlight bounds concurrent runs of the job; an arrival that finds
-	// the bound reached is skipped and reported, never queued, so a slow
-	// server cannot build a backlog that hides its slowness.
-	MaxInFlight int
-}
+// Skip reasons reported through Job.Skipped.
+const (
+	// SkipReasonInFlight: the job already had MaxInFlight runs going.
+	SkipReasonInFlight = "concurrency_limit"
+	// SkipReasonTargetInFlight: the job's target (its Limiter) was full.
+	SkipReasonTargetInFlight = "target_concurrency_limit"
+	// SkipReasonOverdue: the arrival fell due so long ago (the process was
+	// suspended or starved) that sending it would distort the process.
+	SkipReasonOverdue = "overdue"
+)
 
 // Ticket is one planned send.
 type Ticket struct {
-	// Planned is when the arrival process wanted the send to happen.
+	// Planned is when the arrival process wanted the send to happen; for a
+	// closed loop, when the worker's previous request ended.
 	Planned time.Time
+	burst   *burstGroup
+}
+
+// Sent tells the scheduler when the request actually went out. Bursts use
+// it to report the spread of their send times; for other tickets it does
+// nothing.
+func (t Ticket) Sent(at time.Time) {
+	if t.burst != nil {
+		t.burst.sent(at)
+	}
 }
 
 // Job is one probe's schedule and what to do at each arrival.
@@ -39,20 +55,33 @@ type Job struct {
 	// whose fingerprint is unchanged keeps running untouched on reload.
 	Fingerprint string
 	Spec        Spec
-	// Run performs one send. ctx is cancelled only when the runner stops
-	// and the drain deadline passes; Run must bound itself otherwise.
-	Run func(ctx context.Context, t Ticket)
-	// Skipped is told about arrivals dropped because MaxInFlight runs were
-	// still going.
+	// Limiter is shared by the jobs of one target; nil means no bound.
+	Limiter *Limiter
+	// Run performs one send and says whether it succeeded. ctx is
+	// cancelled only when the runner stops and the drain deadline passes;
+	// Run must bound itself otherwise.
+	Run func(ctx context.Context, t Ticket) (ok bool)
+	// Skipped is told about arrivals that were not sent, with the reason.
 	Skipped func(reason string)
+	// BurstSpread receives, per burst, the time between the first and the
+	// last actual send of its requests (from Ticket.Sent).
+	BurstSpread func(time.Duration)
 }
 
-// SkipReasonInFlight is reported when MaxInFlight runs were still going.
-const SkipReasonInFlight = "concurrency_limit"
+// Options configure a Runner.
+type Options struct {
+	// Clock defaults to the real clock.
+	Clock Clock
+	// Seed makes random phases, jitter and Poisson gaps reproducible (each
+	// job mixes in its key); zero picks a random seed.
+	Seed uint64
+}
 
 // Runner runs a set of jobs.
 type Runner struct {
 	logger *slog.Logger
+	clock  Clock
+	seed   uint64
 	// runCtx is given to every Run; cancelling it aborts in-flight sends
 	// once the shutdown drain time is over.
 	runCtx    context.Context
@@ -61,7 +90,10 @@ type Runner struct {
 	mu       sync.Mutex
 	jobs     map[string]*running
 	inflight sync.WaitGroup
-	stopped  bool
+	// running counts runs not yet returned; tests on the fake clock use it
+	// to know when the goroutines they started have settled.
+	running atomic.Int64
+	stopped bool
 }
 
 type running struct {
@@ -71,14 +103,20 @@ type running struct {
 }
 
 // NewRunner returns a runner with no jobs.
-func NewRunner(logger *slog.Logger) *Runner {
+func NewRunner(logger *slog.Logger, opts Options) *Runner {
+	if opts.Clock == nil {
+		opts.Clock = RealClock{}
+	}
+	if opts.Seed == 0 {
+		opts.Seed = rand.Uint64()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Runner{logger: logger, runCtx: ctx, cancelRun: cancel, jobs: map[string]*running{}}
+	return &Runner{logger: logger, clock: opts.Clock, seed: opts.Seed, runCtx: ctx, cancelRun: cancel, jobs: map[string]*running{}}
 }
 
 // Apply makes jobs the running set: new keys start, missing keys stop
 // (their in-flight runs finish and are recorded), changed fingerprints
-// restart, unchanged jobs keep their timers.
+// restart, unchanged jobs keep their timers and in-flight runs.
 func (r *Runner) Apply(jobs []Job) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -103,7 +141,7 @@ func (r *Runner) Apply(jobs []Job) {
 			continue
 		}
 		r.jobs[key] = r.start(j)
-		r.logger.Debug("Started probe schedule", "probe", key, "every", j.Spec.Every)
+		r.logger.Debug("Started probe schedule", "probe", key, "schedule", j.Spec.String())
 	}
 }
 
@@ -134,63 +172,336 @@ func (r *Runner) Stop(ctx context.Context) {
 func (r *Runner) start(j Job) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	rj := &running{job: j, cancel: cancel, done: make(chan struct{})}
+	h := fnv.New64a()
+	h.Write([]byte(j.Key))
+	s := &jobState{
+		r:     r,
+		j:     j,
+		ctx:   ctx,
+		clock: r.clock,
+		rng:   rand.New(rand.NewPCG(r.seed, h.Sum64())),
+		wake:  make(chan struct{}, 1),
+		max:   max(j.Spec.MaxInFlight, 1),
+	}
 	go func() {
 		defer close(rj.done)
-		r.loop(ctx, j)
+		s.loop()
 	}()
 	return rj
 }
 
-func (r *Runner) loop(ctx context.Context, j Job) {
-	maxInFlight := max(j.Spec.MaxInFlight, 1)
-	slots := make(chan struct{}, maxInFlight)
-	// The first send happens after a random part of the interval, so a
-	// restart does not fire every probe at once.
-	next := time.Now().Add(rand.N(j.Spec.Every))
-	timer := time.NewTimer(time.Until(next))
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+// jobState is one running job. Only the loop goroutine touches rng; runs
+// report back through inflight, freed and wake.
+type jobState struct {
+	r     *Runner
+	j     Job
+	ctx   context.Context
+	clock Clock
+	rng   *rand.Rand
+	max   int
+
+	inflight atomic.Int64
+	// wake is signalled (without blocking) whenever a run ends.
+	wake chan struct{}
+
+	mu sync.Mutex
+	// freed holds, for the closed loop, when each finished worker became
+	// free: the planned time of its next send.
+	freed []time.Time
+}
+
+func (s *jobState) loop() {
+	spec := s.j.Spec
+	start := s.clock.Now()
+	for s.ctx.Err() == nil {
+		now := s.clock.Now()
+		seg := spec.segmentAt(start, now)
+		if seg.done {
+			<-s.ctx.Done()
 			return
-		case <-timer.C:
 		}
-		planned := next
-		// Plan from the previous planned time, not from now, so the rate
-		// does not drift by the timer's lateness.
-		next = next.Add(j.Spec.Every)
-		if now := time.Now(); next.Before(now) {
-			// Fell behind (machine suspended, overloaded): skip the missed
-			// arrivals rather than firing them in a burst.
-			next = now.Add(j.Spec.Every)
+		if !spec.Active.Active(now) {
+			next := spec.Active.NextActive(now)
+			if next.IsZero() {
+				s.r.logger.Warn("Active window never opens; probe will not send", "probe", s.j.Key)
+				<-s.ctx.Done()
+				return
+			}
+			s.sleepUntil(next)
+			continue
 		}
-		var delay time.Duration
-		if j.Spec.Jitter > 0 {
-			delay = rand.N(j.Spec.Jitter)
+		if seg.mode.concurrency > 0 {
+			until := seg.end
+			if len(spec.Active) > 0 {
+				if end := spec.Active.End(now); until.IsZero() || end.Before(until) {
+					until = end
+				}
+			}
+			s.closedLoop(seg.mode.concurrency, now, until)
+		} else {
+			s.openLoop(seg.mode, now, seg.end)
 		}
-		timer.Reset(time.Until(next))
-		select {
-		case slots <- struct{}{}:
-		default:
-			if j.Skipped != nil {
-				j.Skipped(SkipReasonInFlight)
+	}
+}
+
+// sleepUntil waits for the clock to reach t; false when the job stopped.
+func (s *jobState) sleepUntil(t time.Time) bool {
+	d := t.Sub(s.clock.Now())
+	if d <= 0 {
+		return s.ctx.Err() == nil
+	}
+	timer := s.clock.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C():
+		return true
+	case <-s.ctx.Done():
+		return false
+	}
+}
+
+// openLoop sends m's arrivals from from until end (zero: until stopped) or
+// until an arrival falls outside the active window.
+func (s *jobState) openLoop(m mode, from, end time.Time) {
+	arr := m.newArrivals(from, s.rng)
+	overdue := s.j.Spec.overdueAfter(m)
+	for {
+		planned, n := arr.next()
+		if planned.IsZero() {
+			<-s.ctx.Done()
+			return
+		}
+		if !end.IsZero() && !planned.Before(end) {
+			s.sleepUntil(end)
+			return
+		}
+		if !s.sleepUntil(planned) {
+			return
+		}
+		if !s.j.Spec.Active.Active(planned) {
+			// The window closed: the outer loop waits for the next one and
+			// starts the process afresh there.
+			return
+		}
+		if s.clock.Now().Sub(planned) > overdue {
+			for range n {
+				s.skip(SkipReasonOverdue)
 			}
 			continue
 		}
-		r.inflight.Add(1)
-		go func() {
-			defer r.inflight.Done()
-			defer func() { <-slots }()
-			if delay > 0 {
-				t := time.NewTimer(delay)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-					t.Stop()
-					return
-				}
+		var group *burstGroup
+		if n > 1 {
+			group = &burstGroup{report: s.j.BurstSpread}
+		}
+		sent := 0
+		for range n {
+			if s.dispatch(Ticket{Planned: planned, burst: group}, false) {
+				sent++
 			}
-			j.Run(r.runCtx, Ticket{Planned: planned.Add(delay)})
-		}()
+		}
+		group.seal(sent)
+	}
+}
+
+func (s *jobState) skip(reason string) {
+	if s.j.Skipped != nil {
+		s.j.Skipped(reason)
+	}
+}
+
+// tryAcquire takes a job slot and a target slot, or neither.
+func (s *jobState) tryAcquire() (ok bool, reason string) {
+	if s.inflight.Load() >= int64(s.max) {
+		return false, SkipReasonInFlight
+	}
+	if !s.j.Limiter.TryAcquire() {
+		return false, SkipReasonTargetInFlight
+	}
+	s.inflight.Add(1)
+	return true, ""
+}
+
+// dispatch starts one run, or reports the skip. closed marks closed-loop
+// runs, whose end frees a worker.
+func (s *jobState) dispatch(t Ticket, closed bool) bool {
+	if ok, reason := s.tryAcquire(); !ok {
+		s.skip(reason)
+		return false
+	}
+	s.start(t, closed)
+	return true
+}
+
+func (s *jobState) start(t Ticket, closed bool) {
+	s.r.inflight.Add(1)
+	s.r.running.Add(1)
+	go func() {
+		defer s.r.inflight.Done()
+		defer s.r.running.Add(-1)
+		ok := s.j.Run(s.r.runCtx, t)
+		s.j.Limiter.Release()
+		if closed {
+			ready := s.clock.Now()
+			if !ok {
+				ready = ready.Add(failurePause)
+			}
+			s.mu.Lock()
+			s.freed = append(s.freed, ready)
+			s.mu.Unlock()
+		}
+		s.inflight.Add(-1)
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}()
+}
+
+// failurePause is how long a closed-loop worker waits after a failed
+// request. Without it a dead target (connection refused in microseconds)
+// would turn a concurrency probe into a busy loop hammering it.
+const failurePause = time.Second
+
+// closedLoop keeps n requests in flight until until (zero: until stopped):
+// each worker sends again as soon as its previous request ended. Workers
+// never skip; when the target is full they wait, and the wait shows up as
+// schedule lag.
+func (s *jobState) closedLoop(n int, from, until time.Time) {
+	n = min(n, s.max)
+	var deadline <-chan time.Time
+	if !until.IsZero() {
+		t := s.clock.NewTimer(until.Sub(from))
+		defer t.Stop()
+		deadline = t.C()
+	}
+	s.mu.Lock()
+	s.freed = s.freed[:0]
+	s.mu.Unlock()
+	for {
+		var targetFreed <-chan struct{}
+		var pause Timer
+		for s.inflight.Load() < int64(n) {
+			now := s.clock.Now()
+			planned, ok := s.popFreed(now, n-int(s.inflight.Load()))
+			if !ok {
+				// Every free worker is pausing after a failure.
+				pause = s.clock.NewTimer(planned.Sub(now))
+				break
+			}
+			// Taken before trying, so a release in between is not missed.
+			released := s.j.Limiter.Released()
+			if ok, reason := s.tryAcquire(); !ok {
+				if reason == SkipReasonTargetInFlight {
+					targetFreed = released
+				}
+				s.pushFreed(planned)
+				break
+			}
+			s.start(Ticket{Planned: planned}, true)
+		}
+		s.retireFreed(n)
+		var paused <-chan time.Time
+		if pause != nil {
+			paused = pause.C()
+		}
+		expired := false
+		select {
+		case <-s.ctx.Done():
+		case <-deadline:
+			expired = true
+		case <-s.wake:
+		case <-targetFreed:
+		case <-paused:
+		}
+		if pause != nil {
+			pause.Stop()
+		}
+		if expired || s.ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// popFreed returns the planned time of the next send: the earliest time a
+// worker became free, or now for a worker that never sent (fewer free
+// times recorded than free workers). ok is false
+// when the earliest worker is still pausing; planned is then when it may go.
+func (s *jobState) popFreed(now time.Time, free int) (planned time.Time, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := -1
+	for k, t := range s.freed {
+		if i < 0 || t.Before(s.freed[i]) {
+			i = k
+		}
+	}
+	switch {
+	case i >= 0 && !s.freed[i].After(now):
+		t := s.freed[i]
+		s.freed = append(s.freed[:i], s.freed[i+1:]...)
+		return t, true
+	case len(s.freed) < free:
+		return now, true
+	}
+	return s.freed[i], false
+}
+
+// retireFreed drops the free times of workers beyond what n still needs:
+// after a stage lowered the concurrency, their stale times would otherwise
+// become the planned times of much later sends and inflate the lag.
+func (s *jobState) retireFreed(n int) {
+	keep := max(n-int(s.inflight.Load()), 0)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.freed) > keep {
+		s.freed = append(s.freed[:0], s.freed[len(s.freed)-keep:]...)
+	}
+}
+
+func (s *jobState) pushFreed(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.freed = append([]time.Time{t}, s.freed...)
+}
+
+// burstGroup collects the actual send times of one burst's requests.
+type burstGroup struct {
+	report func(time.Duration)
+
+	mu                 sync.Mutex
+	first, last        time.Time
+	reported, expected int
+	sealed             bool
+}
+
+func (g *burstGroup) sent(at time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.reported == 0 || at.Before(g.first) {
+		g.first = at
+	}
+	if g.reported == 0 || at.After(g.last) {
+		g.last = at
+	}
+	g.reported++
+	g.maybeReport()
+}
+
+// seal says how many of the burst's requests were actually started.
+func (g *burstGroup) seal(n int) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.sealed, g.expected = true, n
+	g.maybeReport()
+}
+
+func (g *burstGroup) maybeReport() {
+	// A spread needs two sends; one alone (the rest skipped) says nothing.
+	if g.sealed && g.reported == g.expected && g.expected >= 2 && g.report != nil {
+		g.report(g.last.Sub(g.first))
+		g.report = nil
 	}
 }

@@ -38,7 +38,7 @@ func newProber(logger *slog.Logger, metrics *collector.ProbeMetrics) *prober {
 	return &prober{
 		logger:  logger,
 		metrics: metrics,
-		runner:  schedule.NewRunner(logger),
+		runner:  schedule.NewRunner(logger, schedule.Options{}),
 		targets: map[string]*targetState{},
 		series:  map[[2]string]bool{},
 	}
@@ -160,7 +160,7 @@ func (p *prober) job(t *config.Target, pc *config.Probe, w *config.Workload, ts 
 			MaxInFlight: 1,
 		},
 		Skipped: func(reason string) { p.metrics.Skipped(t.Name, pc.Name, reason) },
-		Run: func(ctx context.Context, tk schedule.Ticket) {
+		Run: func(ctx context.Context, tk schedule.Ticket) bool {
 			req := gen.Next(t.Model)
 			req.Stream = stream
 			ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -183,6 +183,7 @@ func (p *prober) job(t *config.Target, pc *config.Probe, w *config.Workload, ts 
 			default:
 				logger.Debug("Probe done", "outcome", res.Outcome, "request_id", res.RequestID, "ttft", res.TTFT, "e2e", res.EndToEnd, "output_tokens", res.OutputTokens, "err", res.Err)
 			}
+			return ok
 		},
 	}
 }
