@@ -46,6 +46,7 @@ type daemon struct {
 	config        *config.SafeConfig
 	registry      *prometheus.Registry
 	prober        *prober
+	gpus          *collector.GPUCollector
 	ready         atomic.Bool
 	disableReload bool
 }
@@ -71,6 +72,15 @@ func newDaemon(opts serveOptions) *daemon {
 	serverMetrics := collector.NewServerMetrics(opts.logger)
 	reg.MustRegister(serverMetrics)
 	d.config.OnChange(serverMetrics.ApplyConfig)
+	// GPUs through NVML, loaded (or not) by the gpus config section; a
+	// reload that leaves that section alone does not touch NVML.
+	d.gpus = collector.NewGPUCollector(collector.GPUOptions{Logger: opts.logger})
+	reg.MustRegister(d.gpus)
+	d.config.OnChange(func(c *config.Config) {
+		if err := d.gpus.Apply(c.GPUs); err != nil {
+			d.logger.Error("GPU metrics unavailable", "err", err)
+		}
+	})
 	return d
 }
 
@@ -161,8 +171,14 @@ func serve(ctx context.Context, opts serveOptions) int {
 	logger.Info("Build context", "build_context", version.BuildContext())
 
 	d := newDaemon(opts)
+	defer d.gpus.Close()
 	if err := d.config.Reload(); err != nil {
 		fmt.Fprintf(opts.stderr, "llm-prober: invalid configuration, not starting:\n%v\n", err)
+		d.prober.stop(ctx)
+		return 1
+	}
+	if err := d.gpus.Err(); err != nil {
+		fmt.Fprintf(opts.stderr, "llm-prober: %v\n", err)
 		d.prober.stop(ctx)
 		return 1
 	}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/promslog"
+	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/llm-prober/llm-prober/internal/nvml/nvmltest"
+)
+
+func TestServeGPUsEnabledWithoutNVMLFails(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "key"), "sk-x\n")
+	cfgPath := filepath.Join(dir, "llm-prober.yml")
+	writeFile(t, cfgPath, goodConfig+"gpus: {enabled: true, library: "+filepath.Join(dir, "libnvidia-ml.so.1")+"}\n")
+	logs := &syncBuffer{}
+	empty := ""
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	code := serve(ctx, serveOptions{
+		configFile:      cfgPath,
+		webFlags:        &web.FlagConfig{WebListenAddresses: &[]string{"127.0.0.1:0"}, WebSystemdSocket: new(false), WebConfigFile: &empty},
+		shutdownTimeout: time.Second,
+		logger:          promslog.New(&promslog.Config{Writer: logs}),
+		stderr:          logs,
+		reloadSignals:   make(chan os.Signal),
+	})
+	if code != 1 {
+		t.Errorf("serve = %d, want 1", code)
+	}
+	if !strings.Contains(logs.String(), "llm-prober: gpus.enabled is true but NVML cannot be used: loading ") {
+		t.Errorf("no clear startup error:\n%s", logs)
+	}
+}
+
+func TestServeGPUsAutoWithoutNVMLIsQuiet(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "libnvidia-ml.so.1")
+	td := startDaemon(t, goodConfig+"gpus: {enabled: auto, library: "+missing+"}\n")
+	_, _, body := get(t, "GET", td.url+"/metrics")
+	if strings.Contains(body, "llm_gpu_") || strings.Contains(body, `collector="gpu"`) {
+		t.Error("GPU series without NVML")
+	}
+	if n := strings.Count(td.logs.String(), "NVML not available"); n != 1 {
+		t.Errorf("NVML absence logged %d times, want once:\n%s", n, td.logs)
+	}
+}
+
+func TestServeGPUMetricsFromStub(t *testing.T) {
+	stub := nvmltest.Build(t)
+	stub.Set(t, nvmltest.Devices(2, nil))
+	td := startDaemon(t, goodConfig+"gpus: {enabled: true, library: "+stub.Path+"}\n")
+	if v := metricValue(t, td, `llm_gpu_power_watts{gpu="1",name="NVIDIA H100 80GB HBM3",uuid="GPU-aaaaaaaa-bbbb-cccc-dddd-000000000001"}`); v != "312.5" {
+		t.Errorf("power = %q, want 312.5", v)
+	}
+	if v := metricValue(t, td, `llm_prober_collector_success{collector="gpu"}`); v != "1" {
+		t.Errorf("collector success = %q", v)
+	}
+	// Reloading with GPUs off drops the series.
+	writeFile(t, td.cfgPath, goodConfig+"gpus: {enabled: false}\n")
+	if code, _, body := get(t, "POST", td.url+"/-/reload"); code != 200 {
+		t.Fatalf("reload: %d %s", code, body)
+	}
+	_, _, body := get(t, "GET", td.url+"/metrics")
+	if strings.Contains(body, "llm_gpu_") {
+		t.Error("GPU series after gpus.enabled: false")
+	}
+}
