@@ -94,7 +94,7 @@ func NewDriver(protocol string, opts TargetOptions, logger *slog.Logger) (Driver
 	default:
 		return nil, fmt.Errorf("unknown protocol %q (supported: %s)", protocol, strings.Join(SupportedProtocols(), ", "))
 	}
-	t, err := newHTTPTarget(opts.withDefaults(), logger.With("target", opts.Name, "protocol", protocol))
+	t, err := newHTTPTarget(opts.withDefaults(), logger.With("protocol", protocol))
 	if err != nil {
 		return nil, err
 	}
