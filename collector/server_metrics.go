@@ -131,9 +131,16 @@ func (c *ServerMetrics) SetTargets(ts []ServerTarget) {
 	next := make([]*serverTarget, 0, len(ts))
 	for _, t := range ts {
 		if o := old[t.Name]; o != nil && sameServerTarget(o.ServerTarget, t) {
-			o.Timeout = t.Timeout
-			next = append(next, o)
 			delete(old, t.Name)
+			if o.Timeout != t.Timeout {
+				// A scrape may be reading o: copy rather than mutate.
+				n := &serverTarget{ServerTarget: t, client: o.client, clientErr: o.clientErr}
+				o.mu.Lock()
+				n.detected, n.lastErr = o.detected, o.lastErr
+				o.mu.Unlock()
+				o = n
+			}
+			next = append(next, o)
 			continue
 		}
 		st := &serverTarget{ServerTarget: t}

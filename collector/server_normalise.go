@@ -314,7 +314,29 @@ func (n *normaliser) apply(fams map[string]*dto.MetricFamily, kind string) norma
 		}
 	}
 	res.droppedModels = len(dropped)
+	res.samples = pairedPhases(res.samples)
 	return res
+}
+
+// pairedPhases drops a phase's request count where the server exposes no
+// seconds for that phase (Triton's success counter stands beside every
+// phase, but a backend may not report all of them): a count alone would
+// suggest a mean of zero.
+func pairedPhases(ss []serverSample) []serverSample {
+	seconds := map[string]bool{}
+	for _, s := range ss {
+		if s.out == serverPhaseSeconds {
+			seconds[s.extra+"\xff"+s.model] = true
+		}
+	}
+	out := ss[:0]
+	for _, s := range ss {
+		if s.out == serverPhaseRequests && !seconds[s.extra+"\xff"+s.model] {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 func combined(c combine, vals []modelValues) modelValues {

@@ -206,15 +206,15 @@ func TestServerMetricsAgainstSimulator(t *testing.T) {
 				return "{" + model + extra + `server="` + naming + `",target="sim"}`
 			}
 			want := map[string]float64{
-				"llm_server_up{target=\"sim\"}":                  1,
-				serverRequestsRunning + lbl(""):                  exp.running,
-				serverRequestsWaiting + lbl(""):                  exp.waiting,
-				serverRequestsTotal + lbl(`result="success",`):   float64(exp.success),
-				serverRequestsTotal + lbl(`result="failure",`):   float64(exp.failure),
-				serverPromptTokens + lbl(""):                     exp.promptTokens,
-				serverGenerationTokens + lbl(""):                 exp.genTokens,
-				serverPhaseRequests + lbl(`phase="queue",`):      float64(exp.finishedThroughTheEngine),
-				serverPhaseRequests + lbl(`phase="e2e",`):        float64(exp.finishedThroughTheEngine),
+				"llm_server_up{target=\"sim\"}":                            1,
+				serverRequestsRunning + lbl(""):                            exp.running,
+				serverRequestsWaiting + lbl(""):                            exp.waiting,
+				serverRequestsTotal + lbl(`result="success",`):             float64(exp.success),
+				serverRequestsTotal + lbl(`result="failure",`):             float64(exp.failure),
+				serverPromptTokens + lbl(""):                               exp.promptTokens,
+				serverGenerationTokens + lbl(""):                           exp.genTokens,
+				serverPhaseRequests + lbl(`phase="queue",`):                float64(exp.finishedThroughTheEngine),
+				serverPhaseRequests + lbl(`phase="e2e",`):                  float64(exp.finishedThroughTheEngine),
 				`llm_prober_collector_success{collector="server_metrics"}`: 1,
 			}
 			if naming == simulator.NamingTriton {
