@@ -1,13 +1,15 @@
-//go:build !(linux || darwin || freebsd || netbsd)
+//go:build !(linux || darwin || freebsd || netbsd) || nonvml
 
 package nvml
 
-import (
-	"errors"
-	"runtime"
-)
+import "errors"
 
-var errNoDlopen = errors.New("loading NVML is not supported on " + runtime.GOOS)
+// errNoDlopen: this build cannot load shared libraries (an OS purego does not
+// cover, or -tags nonvml for a fully static binary).
+var errNoDlopen = errors.New("this llm-prober build cannot load NVML (built with -tags nonvml, or for an OS without dlopen)")
+
+// CanLoad reports whether this build can load NVML at all.
+const CanLoad = false
 
 func dlopen(string) (uintptr, error)         { return 0, errNoDlopen }
 func dlsym(uintptr, string) (uintptr, error) { return 0, errNoDlopen }

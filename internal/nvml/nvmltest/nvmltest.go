@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/llm-prober/llm-prober/internal/nvml"
 )
 
 //go:embed testdata/stub.c
@@ -29,6 +31,9 @@ type Stub struct {
 // compiler is installed, since nothing else can stand in for the library.
 func Build(t testing.TB, omit ...string) *Stub {
 	t.Helper()
+	if !nvml.CanLoad {
+		t.Skip("this build cannot load shared libraries (-tags nonvml), so there is no NVML binding to test")
+	}
 	cc := os.Getenv("CC")
 	if cc == "" {
 		cc = "gcc"
