@@ -60,6 +60,9 @@ type Target struct {
 	StreamIdleTimeout model.Duration `yaml:"stream_idle_timeout"`
 	// MaxResponseBytes bounds what one probe reads from the server.
 	MaxResponseBytes int64 `yaml:"max_response_bytes"`
+	// MaxInFlight bounds the requests in flight to this target across all
+	// its probes, so a burst on one probe cannot exhaust the prober.
+	MaxInFlight int `yaml:"max_in_flight"`
 
 	ServerMetrics *ServerMetrics `yaml:"server_metrics,omitempty"`
 	Probes        []*Probe       `yaml:"probes"`
@@ -87,14 +90,6 @@ type Probe struct {
 // Streaming reports whether the probe asks for a streamed answer.
 func (p *Probe) Streaming() bool { return p.Stream == nil || *p.Stream }
 
-// Schedule says when a probe is sent.
-type Schedule struct {
-	Every model.Duration `yaml:"every"`
-	// Jitter delays each send by a random amount up to this, so many
-	// probers started together do not send in lockstep.
-	Jitter model.Duration `yaml:"jitter,omitempty"`
-}
-
 // SLO is a probe's latency objective.
 type SLO struct {
 	TTFT      model.Duration `yaml:"ttft,omitempty"`
@@ -113,33 +108,6 @@ type Workload struct {
 	Seed        *int64         `yaml:"seed,omitempty"`
 	Stop        []string       `yaml:"stop,omitempty"`
 	ExtraBody   map[string]any `yaml:"extra_body,omitempty"`
-}
-
-// Prompts are the inputs a workload sends. Exactly one source is set.
-type Prompts struct {
-	System    string     `yaml:"system,omitempty"`
-	Inline    []string   `yaml:"inline,omitempty"`
-	Synthetic *Synthetic `yaml:"synthetic,omitempty"`
-}
-
-// Synthetic prompts are generated text of about InputTokens tokens.
-type Synthetic struct {
-	InputTokens int `yaml:"input_tokens"`
-}
-
-// MaxTokens is the requested output length.
-type MaxTokens struct {
-	Distribution string `yaml:"distribution"`
-	Mean         int    `yaml:"mean"`
-}
-
-func (m *MaxTokens) fromScalar(n *yaml.Node) error {
-	v, err := strconv.Atoi(n.Value)
-	if err != nil {
-		return fmt.Errorf("want a whole number of tokens or {distribution, mean}, got %q", n.Value)
-	}
-	*m = MaxTokens{Distribution: "constant", Mean: v}
-	return nil
 }
 
 // GPUs configures NVML collection.
@@ -178,9 +146,6 @@ func ServerKinds() []string {
 	return []string{"auto", "vllm", "triton", "tgi", "sglang", "llamacpp"}
 }
 
-// Distributions of max_tokens supported today.
-func Distributions() []string { return []string{"constant"} }
-
 // Defaults, in one place so `check-config --print` and docs agree.
 const (
 	DefaultTimeout           = 60 * time.Second
@@ -189,6 +154,7 @@ const (
 	DefaultServerMetricsTime = 5 * time.Second
 	DefaultObjective         = 0.99
 	DefaultMaxTokens         = 128
+	DefaultTargetMaxInFlight = 256
 	defaultWorkloadName      = "default"
 	defaultPrompt            = "Write a short story about a lighthouse keeper."
 )
@@ -215,6 +181,9 @@ func (c *Config) applyDefaults() {
 		}
 		if t.MaxResponseBytes == 0 {
 			t.MaxResponseBytes = DefaultMaxResponseBytes
+		}
+		if t.MaxInFlight == 0 {
+			t.MaxInFlight = DefaultTargetMaxInFlight
 		}
 		if sm := t.ServerMetrics; sm != nil {
 			if sm.Kind == "" {
@@ -245,6 +214,7 @@ func (c *Config) applyDefaults() {
 			if p.SLO != nil && p.SLO.Objective == 0 {
 				p.SLO.Objective = DefaultObjective
 			}
+			p.Schedule.applyDefaults(time.Duration(p.Timeout))
 		}
 	}
 }
@@ -253,15 +223,8 @@ func (w *Workload) applyDefaults() {
 	if w == nil {
 		return
 	}
-	if len(w.Prompts.Inline) == 0 && w.Prompts.Synthetic == nil {
-		w.Prompts.Inline = []string{defaultPrompt}
-	}
-	if w.MaxTokens.Distribution == "" {
-		w.MaxTokens.Distribution = "constant"
-	}
-	if w.MaxTokens.Mean == 0 {
-		w.MaxTokens.Mean = DefaultMaxTokens
-	}
+	w.Prompts.applyDefaults()
+	w.MaxTokens.applyDefaults()
 }
 
 var (
@@ -291,8 +254,9 @@ func (c *Config) validate(d *decoder) {
 		}
 		c.validateTarget(d, path, t)
 	}
-	for name, w := range c.Workloads {
-		w.validate(d, join("workloads", name))
+	// Sorted, so errors come in the same order at every load.
+	for _, name := range sortedNames(c.Workloads) {
+		c.Workloads[name].validate(d, join("workloads", name))
 	}
 	for i, dev := range c.GPUs.Devices {
 		if dev < 0 {
@@ -345,6 +309,9 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 	if t.MaxResponseBytes < 0 {
 		d.at(path+".max_response_bytes", "must be positive, got %d", t.MaxResponseBytes)
 	}
+	if t.MaxInFlight < 1 || t.MaxInFlight > maxInFlightLimit {
+		d.at(path+".max_in_flight", "want 1 to %d, got %d", maxInFlightLimit, t.MaxInFlight)
+	}
 	if sm := t.ServerMetrics; sm != nil {
 		validateHTTPURL(d, path+".server_metrics.url", sm.URL)
 		if !slices.Contains(ServerKinds(), sm.Kind) {
@@ -372,16 +339,7 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 		if _, ok := c.Workloads[p.Workload]; !ok {
 			d.at(pp+".workload", "unknown workload %q; define it under workloads: (have: %s)", p.Workload, strings.Join(sortedNames(c.Workloads), ", "))
 		}
-		if p.Schedule.Every == 0 {
-			d.at(pp+".schedule.every", "missing schedule; set schedule: {every: 15s}")
-		} else {
-			positive(d, pp+".schedule.every", p.Schedule.Every)
-		}
-		if p.Schedule.Jitter < 0 {
-			d.at(pp+".schedule.jitter", "must not be negative")
-		} else if p.Schedule.Jitter > p.Schedule.Every {
-			d.at(pp+".schedule.jitter", "jitter %s is longer than the interval %s", p.Schedule.Jitter, p.Schedule.Every)
-		}
+		p.Schedule.validate(d, pp+".schedule", t.MaxInFlight)
 		positive(d, pp+".timeout", p.Timeout)
 		if s := p.SLO; s != nil {
 			if s.TTFT == 0 && s.TPOT == 0 {
@@ -405,23 +363,8 @@ func (w *Workload) validate(d *decoder, path string) {
 		d.at(path, "empty workload")
 		return
 	}
-	if len(w.Prompts.Inline) > 0 && w.Prompts.Synthetic != nil {
-		d.at(path+".prompts", "set either inline or synthetic prompts, not both")
-	}
-	for i, p := range w.Prompts.Inline {
-		if strings.TrimSpace(p) == "" {
-			d.at(fmt.Sprintf("%s.prompts.inline[%d]", path, i), "empty prompt")
-		}
-	}
-	if s := w.Prompts.Synthetic; s != nil && (s.InputTokens < 1 || s.InputTokens > 1<<20) {
-		d.at(path+".prompts.synthetic.input_tokens", "want 1 to 1048576 tokens, got %d", s.InputTokens)
-	}
-	if !slices.Contains(Distributions(), w.MaxTokens.Distribution) {
-		d.at(path+".max_tokens.distribution", "unknown distribution %q; want one of %s", w.MaxTokens.Distribution, strings.Join(Distributions(), ", "))
-	}
-	if w.MaxTokens.Mean < 1 || w.MaxTokens.Mean > 1<<20 {
-		d.at(path+".max_tokens", "want 1 to 1048576 tokens, got %d", w.MaxTokens.Mean)
-	}
+	w.Prompts.validate(d, path+".prompts")
+	w.MaxTokens.validate(d, path+".max_tokens")
 	if w.MinTokens < 0 || w.MinTokens > w.MaxTokens.Mean {
 		d.at(path+".min_tokens", "min_tokens %d must be between 0 and max_tokens (%d)", w.MinTokens, w.MaxTokens.Mean)
 	}
@@ -560,6 +503,7 @@ func Parse(b []byte, name, dir string, getenv func(string) string) (*Config, err
 		return nil, err
 	}
 	cfg.resolveSecrets(d, dir, getenv)
+	cfg.loadPromptFiles(d, dir)
 	if err := d.err(); err != nil {
 		return nil, err
 	}

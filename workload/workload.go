@@ -1,8 +1,13 @@
-// Package workload turns a configured workload into the requests probes send.
+// Package workload turns a configured workload into the requests probes
+// send: which prompt, how long an answer to ask for, and the sampling
+// options.
 package workload
 
 import (
+	"math"
+	"math/rand/v2"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/llm-prober/llm-prober/config"
@@ -12,47 +17,155 @@ import (
 // Generator hands out requests for one workload. It is safe for concurrent
 // use: overlapping probes of one schedule share it.
 type Generator struct {
-	cfg     *config.Workload
-	prompts []string
-	next    atomic.Uint64
+	cfg       *config.Workload
+	prompts   []config.Prompt
+	synthetic *config.TokenCount
+	random    bool
+	next      atomic.Uint64
+
+	mu sync.Mutex
+	// promptRNG picks prompts and synthetic lengths and words; tokenRNG
+	// draws max_tokens. They are separate so that each seed alone makes
+	// its part reproducible.
+	promptRNG, tokenRNG *rand.Rand
 }
 
-// New prepares the prompts of w once, so each request costs no generation.
+// Draw is one request and what it should come back with.
+type Draw struct {
+	Request *probe.Request
+	// InputTokens is the prompt length a synthetic prompt aims at (system
+	// prompt included, chat template not); zero for other prompts.
+	InputTokens int
+}
+
+// New prepares the prompts of w once, so each request costs little.
 func New(w *config.Workload) *Generator {
-	g := &Generator{cfg: w}
+	g := &Generator{
+		cfg:       w,
+		random:    w.Prompts.Selection == "random",
+		promptRNG: newRand(w.Prompts.Seed),
+		tokenRNG:  newRand(w.MaxTokens.Seed),
+	}
 	switch {
 	case w.Prompts.Synthetic != nil:
-		g.prompts = []string{SyntheticText(w.Prompts.Synthetic.InputTokens)}
+		g.synthetic = &w.Prompts.Synthetic.InputTokens
+	case w.Prompts.File != "":
+		g.prompts = w.Prompts.Loaded
 	default:
 		g.prompts = w.Prompts.Inline
+	}
+	if g.synthetic == nil && len(g.prompts) == 0 {
+		// Only a hand-built config gets here; the loader never does.
+		g.prompts = []config.Prompt{{Text: "Hello"}}
 	}
 	return g
 }
 
-// Next fills the protocol-independent fields of a request: prompts are taken
-// in order, round robin, so every prompt is probed equally often.
-func (g *Generator) Next(model string) *probe.Request {
-	i := g.next.Add(1) - 1
-	prompt := g.prompts[i%uint64(len(g.prompts))]
+func newRand(seed *int64) *rand.Rand {
+	if seed == nil {
+		return rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	return rand.New(rand.NewPCG(uint64(*seed), 0x6c6c6d2d70726f62))
+}
+
+// Next returns the next request.
+func (g *Generator) Next(model string) *probe.Request { return g.Draw(model).Request }
+
+// Draw returns the next request with its expected lengths. Sequential
+// selection takes prompts in order, round robin, so every prompt is probed
+// equally often; random selection draws with replacement.
+func (g *Generator) Draw(model string) Draw {
 	w := g.cfg
 	req := &probe.Request{
 		Model:       model,
-		Prompt:      prompt,
-		MaxTokens:   w.MaxTokens.Mean,
 		Stream:      true,
 		Temperature: w.Temperature,
 		TopP:        w.TopP,
 		Seed:        w.Seed,
 		Stop:        w.Stop,
 		IgnoreEOS:   w.IgnoreEOS,
-		MinTokens:   w.MinTokens,
 		Extra:       w.ExtraBody,
 	}
-	if w.Prompts.System != "" {
-		req.Messages = append(req.Messages, probe.Message{Role: "system", Content: w.Prompts.System})
+	var draw Draw
+	g.mu.Lock()
+	req.MaxTokens = SampleMaxTokens(&w.MaxTokens, g.tokenRNG)
+	var prompt config.Prompt
+	switch {
+	case g.synthetic != nil:
+		n := SampleTokens(*g.synthetic, g.promptRNG)
+		prompt.Text = syntheticText(n, g.promptRNG)
+		draw.InputTokens = n + len(strings.Fields(w.Prompts.System))
+	case g.random:
+		prompt = g.prompts[g.promptRNG.IntN(len(g.prompts))]
 	}
-	req.Messages = append(req.Messages, probe.Message{Role: "user", Content: prompt})
-	return req
+	g.mu.Unlock()
+	if g.synthetic == nil && !g.random {
+		i := g.next.Add(1) - 1
+		prompt = g.prompts[i%uint64(len(g.prompts))]
+	}
+	req.MinTokens = min(w.MinTokens, req.MaxTokens)
+
+	system := w.Prompts.System
+	if prompt.Messages == nil {
+		req.Prompt = prompt.Text
+		if system != "" {
+			req.Messages = append(req.Messages, probe.Message{Role: "system", Content: system})
+		}
+		req.Messages = append(req.Messages, probe.Message{Role: "user", Content: prompt.Text})
+	} else {
+		// A conversation that brings its own system message keeps it.
+		if r := prompt.Messages[0].Role; system != "" && r != "system" && r != "developer" {
+			req.Messages = append(req.Messages, probe.Message{Role: "system", Content: system})
+		}
+		for _, m := range prompt.Messages {
+			req.Messages = append(req.Messages, probe.Message{Role: m.Role, Content: m.Content})
+		}
+	}
+	draw.Request = req
+	return draw
+}
+
+// maxTokenCount is the largest length a draw may return.
+const maxTokenCount = 1 << 20
+
+// SampleMaxTokens draws one max_tokens value from m, as the Locust LLM load
+// test does: uniform over mean·(1 ± range), normal with standard deviation
+// mean·range, exponential with the given mean; then cut at cap and kept at
+// least 1.
+func SampleMaxTokens(m *config.MaxTokens, rng *rand.Rand) int {
+	mean := float64(m.Mean)
+	var v float64
+	switch m.Distribution {
+	case "uniform":
+		v = mean * (1 - m.Range + 2*m.Range*rng.Float64())
+	case "normal":
+		v = mean + rng.NormFloat64()*mean*m.Range
+	case "exponential":
+		v = rng.ExpFloat64() * mean
+	default:
+		v = mean
+	}
+	n := clampTokens(v)
+	if m.Cap > 0 {
+		n = min(n, m.Cap)
+	}
+	return n
+}
+
+// SampleTokens draws a synthetic prompt length: normal around the mean,
+// at least 1.
+func SampleTokens(t config.TokenCount, rng *rand.Rand) int {
+	if t.Stddev == 0 {
+		return max(t.Mean, 1)
+	}
+	return clampTokens(float64(t.Mean) + rng.NormFloat64()*float64(t.Stddev))
+}
+
+func clampTokens(v float64) int {
+	if math.IsNaN(v) {
+		return 1
+	}
+	return int(min(max(math.Round(v), 1), maxTokenCount))
 }
 
 // commonWords are frequent English words that common BPE tokenizers (GPT,
@@ -79,9 +192,23 @@ func SyntheticText(n int) string {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		// A stride coprime to the vocabulary size avoids short repeats
-		// that a prefix cache would fold together.
+		// A stride coprime to the vocabulary size avoids short repeats.
 		b.WriteString(commonWords[(i*37)%len(commonWords)])
+	}
+	return b.String()
+}
+
+// syntheticText returns n random words. Each request's prompt differs from
+// the first word on, so a server's prefix cache cannot serve probes from
+// cache and make TTFT look better than users' fresh prompts get.
+func syntheticText(n int, rng *rand.Rand) string {
+	var b strings.Builder
+	b.Grow(n * 7)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(commonWords[rng.IntN(len(commonWords))])
 	}
 	return b.String()
 }
