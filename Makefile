@@ -21,7 +21,7 @@ LDFLAGS := -s -w \
 	-X github.com/prometheus/common/version.BuildUser=$(BUILD_USER) \
 	-X github.com/prometheus/common/version.BuildDate=$(BUILD_DATE)
 
-.PHONY: all build run test lint fmt fmt-check vet staticcheck unit promtool clean
+.PHONY: all build run test lint fmt fmt-check vet staticcheck unit promtool proto clean
 
 all: build
 
@@ -56,6 +56,20 @@ staticcheck:
 # promtool (Debian's prometheus package) checks /metrics and, later, alerts.
 promtool:
 	@scripts/ensure-promtool.sh
+
+# Regenerates internal/tritonpb from its .proto with protoc (Debian
+# protobuf-compiler) and pinned plugins; the generated code is committed, so
+# only someone changing the .proto needs this.
+PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
+PROTO_BIN          := $(CURDIR)/.bin
+proto:
+	@command -v protoc >/dev/null || { echo "protoc not found: apt-get install protobuf-compiler"; exit 1; }
+	GOBIN=$(PROTO_BIN) $(GO) install $(PROTOC_GEN_GO)
+	GOBIN=$(PROTO_BIN) $(GO) install $(PROTOC_GEN_GO_GRPC)
+	cd internal/tritonpb && PATH=$(PROTO_BIN):$$PATH protoc --proto_path=. \
+		--go_out=. --go_opt=paths=source_relative \
+		--go-grpc_out=. --go-grpc_opt=paths=source_relative grpc_service.proto
 
 clean:
 	rm -f $(BINARY)
