@@ -39,10 +39,13 @@ const (
 	// SkipReasonOverdue: a ticket was so late that sending it would distort
 	// the arrival process rather than measure it.
 	SkipReasonOverdue = "overdue"
+	// SkipReasonTargetConcurrencyLimit: a ticket fell due while the probe's
+	// target already had as many requests in flight as it may.
+	SkipReasonTargetConcurrencyLimit = "target_concurrency_limit"
 )
 
 func initialSkipReasons() []string {
-	return []string{SkipReasonConcurrencyLimit, SkipReasonOverdue}
+	return []string{SkipReasonConcurrencyLimit, SkipReasonOverdue, SkipReasonTargetConcurrencyLimit}
 }
 
 // maxSkipReasons bounds the reason label per probe: a caller passing
@@ -102,6 +105,7 @@ type descs struct {
 	ttft, tpot, itl, duration, tps, phase, lag *prometheus.Desc
 	requests, inTokens, outTokens, slo, skip   *prometheus.Desc
 	success, lastTTFT, lastRun, objective      *prometheus.Desc
+	sched                                      schedDescs
 }
 
 func newDescs() descs {
@@ -110,6 +114,7 @@ func newDescs() descs {
 		return append(append(make([]string, 0, len(base)+len(extra)), base...), extra...)
 	}
 	return descs{
+		sched: newSchedDescs(base),
 		ttft: prometheus.NewDesc("llm_probe_time_to_first_token_seconds",
 			"Time from just before the request is written to the first chunk with non-empty output, for successful streamed requests.",
 			base, nil),
@@ -176,6 +181,7 @@ func (m *ProbeMetrics) Describe(ch chan<- *prometheus.Desc) {
 	} {
 		ch <- d
 	}
+	m.d.sched.describe(ch)
 }
 
 // Collect sends the series of every probe.
@@ -291,6 +297,7 @@ type series struct {
 	skipMu                        sync.Mutex
 	skipped                       map[string]prometheus.Counter
 	skippedW                      []prometheus.Metric
+	sched                         schedSeries
 }
 
 func newHistogram(name string, buckets []float64) prometheus.Histogram {
@@ -386,6 +393,7 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 	for _, reason := range initialSkipReasons() {
 		s.newSkipCounter(reason)
 	}
+	s.sched.init(s)
 	return s
 }
 
@@ -415,6 +423,7 @@ func (s *series) collect(ch chan<- prometheus.Metric) {
 	for _, m := range skipped {
 		ch <- m
 	}
+	s.sched.collect(ch)
 }
 
 // newSkipCounter must be called with skipMu held or before s is shared.

@@ -236,6 +236,7 @@ llm_probe_last_run_timestamp_seconds{model="m",probe="steady",target="sim"} 1.70
 # TYPE llm_probe_skipped_total counter
 llm_probe_skipped_total{model="m",probe="steady",reason="concurrency_limit",target="sim"} 1
 llm_probe_skipped_total{model="m",probe="steady",reason="overdue",target="sim"} 0
+llm_probe_skipped_total{model="m",probe="steady",reason="target_concurrency_limit",target="sim"} 0
 # HELP llm_probe_phase_duration_seconds Duration of a connection phase of the probe request, for every request in which that phase happened.
 # TYPE llm_probe_phase_duration_seconds histogram
 ` + phaseLines("connect", []int{0, 0, 0, 0, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2}, "0.005") +
