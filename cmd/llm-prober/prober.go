@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -32,6 +33,8 @@ type prober struct {
 type targetState struct {
 	fingerprint string
 	driver      probe.Driver
+	// limiter bounds the target's requests in flight across its probes.
+	limiter *schedule.Limiter
 }
 
 func newProber(logger *slog.Logger, metrics *collector.ProbeMetrics) *prober {
@@ -102,7 +105,7 @@ func (p *prober) apply(cfg *config.Config) {
 			p.logger.Error("Cannot set up target; its probes will not run", "target", t.Name, "url", t.URL, "err", err)
 			continue
 		}
-		newTargets[t.Name] = &targetState{fingerprint: fp, driver: d}
+		newTargets[t.Name] = &targetState{fingerprint: fp, driver: d, limiter: schedule.NewLimiter(t.MaxInFlight)}
 	}
 
 	var jobs []schedule.Job
@@ -151,24 +154,30 @@ func (p *prober) job(t *config.Target, pc *config.Probe, w *config.Workload, ts 
 	stream := pc.Streaming()
 	var lastOK sync.Mutex
 	wasOK := true
+	// Length mismatches are logged once per probe (they repeat with every
+	// request when the server cannot force lengths) and counted always.
+	var warnedOutput, warnedInput sync.Once
 	return schedule.Job{
 		Key:         t.Name + "/" + pc.Name,
 		Fingerprint: ts.fingerprint + fingerprint(pc, w),
-		Spec: schedule.Spec{
-			Every:       time.Duration(pc.Schedule.Every),
-			Jitter:      time.Duration(pc.Schedule.Jitter),
-			MaxInFlight: 1,
-		},
-		Skipped: func(reason string) { p.metrics.Skipped(t.Name, pc.Name, reason) },
+		Spec:        pc.Schedule.Spec(),
+		Limiter:     ts.limiter,
+		Skipped:     func(reason string) { p.metrics.Skipped(t.Name, pc.Name, reason) },
+		BurstSpread: func(d time.Duration) { p.metrics.ObserveBurstSpread(t.Name, pc.Name, d) },
 		Run: func(ctx context.Context, tk schedule.Ticket) bool {
-			req := gen.Next(t.Model)
+			draw := gen.Draw(t.Model)
+			req := draw.Request
 			req.Stream = stream
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			res := ts.driver.Probe(ctx, req)
+			tk.Sent(res.Start)
 			p.metrics.ObserveScheduleLag(t.Name, pc.Name, max(res.Start.Sub(tk.Planned), 0))
 			p.metrics.Observe(t.Name, pc.Name, res)
 			ok := res.Outcome == probe.OutcomeSuccess
+			if ok {
+				p.checkLengths(t.Name, pc.Name, logger, draw, res, &warnedOutput, &warnedInput)
+			}
 			// Log transitions, not every failure: a probe failing every
 			// 15 s for a day would otherwise bury everything else.
 			lastOK.Lock()
@@ -185,6 +194,38 @@ func (p *prober) job(t *config.Target, pc *config.Probe, w *config.Workload, ts 
 			}
 			return ok
 		},
+	}
+}
+
+// Length tolerances: beyond them a probe does not measure the shape it was
+// configured for. Prompts get extra room for the chat template the server
+// wraps around them (role headers, a default system prompt), which the
+// prober cannot know.
+const (
+	lengthTolerance       = 0.10
+	chatTemplateAllowance = 32
+)
+
+// checkLengths compares what a successful request got with what it asked
+// for: output tokens against max_tokens, and for synthetic prompts the
+// server's prompt token count against the target length.
+func (p *prober) checkLengths(target, probeName string, logger *slog.Logger, draw workload.Draw, res *probe.Result, warnedOutput, warnedInput *sync.Once) {
+	want := draw.Request.MaxTokens
+	if got := res.OutputTokens; math.Abs(float64(got-want)) > lengthTolerance*float64(want) {
+		p.metrics.OutputLengthMismatch(target, probeName)
+		warnedOutput.Do(func() {
+			logger.Warn("Output length differs from max_tokens by more than 10%; latency per request is not comparable across requests. Set ignore_eos: true (vLLM, SGLang) or min_tokens where the server supports them",
+				"max_tokens", want, "output_tokens", got, "output_tokens_source", res.OutputTokensSource, "finish_reason", res.FinishReason, "request_id", res.RequestID)
+		})
+	}
+	if want := draw.InputTokens; want > 0 && res.InputTokensSource == probe.TokenSourceServer {
+		if got := res.InputTokens; math.Abs(float64(got-want)) > lengthTolerance*float64(want)+chatTemplateAllowance {
+			p.metrics.InputLengthMismatch(target, probeName)
+			warnedInput.Do(func() {
+				logger.Warn("Server counts a different prompt length than the synthetic target (more than 10% off, beyond chat-template overhead); this tokenizer does not map common English words to one token each",
+					"target_input_tokens", want, "prompt_tokens", got, "request_id", res.RequestID)
+			})
+		}
 	}
 }
 
