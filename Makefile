@@ -33,7 +33,7 @@ run: build
 	scripts/run-demo.sh ./$(BINARY) $(RUN_CONFIG)
 
 # Everything that checks the project. CI runs exactly this.
-test: fmt-check vet staticcheck promtool unit
+test: fmt-check vet staticcheck promtool alerts unit
 
 unit: promtool
 	LLM_PROBER_REQUIRE_PROMTOOL=1 $(GO) test $(TEST_FLAGS) ./...
@@ -70,6 +70,11 @@ proto:
 	cd internal/tritonpb && PATH=$(PROTO_BIN):$$PATH protoc --proto_path=. \
 		--go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative grpc_service.proto
+
+# Alert and recording rules: syntax, and unit tests of every alert.
+alerts: promtool
+	promtool check rules alerts/llm-prober-rules.yml
+	promtool test rules alerts/llm-prober-rules.test.yml
 
 clean:
 	rm -f $(BINARY)
