@@ -46,12 +46,12 @@ func TestCronNext(t *testing.T) {
 
 func TestCronErrors(t *testing.T) {
 	for expr, want := range map[string]string{
-		"* * * *":         "has 4 fields",
-		"60 * * * *":      `minute field: invalid value "60"; want 0 to 59`,
-		"* * * foo *":     `month field: invalid value "foo"; want 1 to 12 or a name such as jan`,
-		"5-1 * * * *":     `range "5-1" runs backwards`,
-		"*/0 * * * *":     `invalid step "0"`,
-		"1,,2 * * * *":    "empty list item",
+		"* * * *":          "has 4 fields",
+		"60 * * * *":       `minute field: invalid value "60"; want 0 to 59`,
+		"* * * foo *":      `month field: invalid value "foo"; want 1 to 12 or a name such as jan`,
+		"5-1 * * * *":      `range "5-1" runs backwards`,
+		"*/0 * * * *":      `invalid step "0"`,
+		"1,,2 * * * *":     "empty list item",
 		"* * * * mon-sat/": `invalid step ""`,
 	} {
 		_, err := ParseCron(expr)
