@@ -82,7 +82,27 @@ func WriteReport(w io.Writer, target, probeName string, r *Result) error {
 	line("input tokens", "%s", tokens(r.InputTokens, r.InputTokensSource))
 	line("output tokens", "%s", tokens(r.OutputTokens, r.OutputTokensSource))
 	line("finish reason", "%s", orNone(r.FinishReason))
+	writeServerTimings(line, r)
 	return tw.Flush()
+}
+
+// writeServerTimings prints the server's own account beside the client's:
+// its total next to the end-to-end latency the client measured (the
+// difference is network, HTTP and client time the server cannot see).
+func writeServerTimings(line func(label, format string, args ...any), r *Result) {
+	if len(r.ServerTimings) == 0 {
+		return
+	}
+	line("server timings", "as reported by the server")
+	for _, st := range r.ServerTimings {
+		switch {
+		case st.Name == "total" && r.EndToEnd > 0:
+			line("  "+st.Name, "%s  (client end-to-end %s, %s outside the server)",
+				ms(st.Duration), ms(r.EndToEnd), ms(r.EndToEnd-st.Duration))
+		default:
+			line("  "+st.Name, "%s", ms(st.Duration))
+		}
+	}
 }
 
 func targetProbe(target, probeName string) string {

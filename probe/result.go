@@ -153,9 +153,26 @@ type Result struct {
 	OutputTokensSource TokenSource
 
 	FinishReason string
-	Outcome      Outcome
+	// ServerTimings is the server's own account of where the time went,
+	// when the protocol reports one (Ollama's *_duration fields, TGI's
+	// x-*-time headers on /generate), in the order the protocol lists
+	// them; nil otherwise. It is kept beside the client's view, never in
+	// place of it: the server cannot see the network, its HTTP layer or
+	// the client, and each server draws its phase boundaries differently.
+	ServerTimings []ServerTiming
+	Outcome       Outcome
 	// Err explains a non-success outcome, naming what went wrong.
 	Err error
+}
+
+// ServerTiming is one duration a server reported about its own handling
+// of a request. Name is the server's own name for it without the unit
+// ("total", "load", "prompt_eval", "eval" for Ollama; "total",
+// "validation", "queue", "inference", "time_per_token" for TGI), so it
+// can be looked up in that server's documentation.
+type ServerTiming struct {
+	Name     string
+	Duration time.Duration
 }
 
 // Driver speaks one protocol to one target.

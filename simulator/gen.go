@@ -186,9 +186,20 @@ func (j *job) emit(ev event) error {
 		return errClientGone
 	}
 	now := time.Now()
-	j.entry.addChunk(now, ev.kind, ev.tokens, ev.tokens > 0 && ev.text != "")
+	content := ev.tokens > 0 && ev.text != ""
+	if c, ok := j.fe.(contentClassifier); ok {
+		content = c.carriesContent(ev, j.p)
+	}
+	j.entry.addChunk(now, ev.kind, ev.tokens, content)
 	j.tokensOut(now, ev.tokens)
 	return nil
+}
+
+// contentClassifier is implemented by front-ends that put some tokens on
+// the wire without output text (TGI streams its end-of-sequence token as
+// a special token), so ground truth does not count them as content.
+type contentClassifier interface {
+	carriesContent(ev event, p *plan) bool
 }
 
 // tokensOut accounts n output tokens produced at now: TTFT and one ITL

@@ -64,6 +64,16 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	mux.HandleFunc("POST /v1/completions", s.handleOpenAI(false))
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	// TGI's native API (simulator/tgi.go).
+	mux.HandleFunc("POST /generate", s.handleTGI(false))
+	mux.HandleFunc("POST /generate_stream", s.handleTGI(true))
+	mux.HandleFunc("GET /info", s.handleTGIInfo)
+	// Ollama's native API (simulator/ollama.go).
+	mux.HandleFunc("POST /api/chat", s.handleOllama(true))
+	mux.HandleFunc("POST /api/generate", s.handleOllama(false))
+	mux.HandleFunc("GET /api/tags", s.handleOllamaTags)
+	mux.HandleFunc("GET /api/version", s.handleOllamaVersion)
+	mux.HandleFunc("GET /{$}", s.handleOllamaRoot)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
 		ErrorHandling:     promhttp.ContinueOnError,
 		EnableOpenMetrics: true,

@@ -1,0 +1,359 @@
+package probe
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+)
+
+// Values of TargetOptions.OllamaAPI.
+const (
+	OllamaAPIChat     = "chat"
+	OllamaAPIGenerate = "generate"
+)
+
+// OllamaAPIs lists the accepted values of TargetOptions.OllamaAPI.
+func OllamaAPIs() []string { return []string{OllamaAPIChat, OllamaAPIGenerate} }
+
+const (
+	ollamaChatPath     = "/api/chat"
+	ollamaGeneratePath = "/api/generate"
+)
+
+// ollamaDriver speaks Ollama's native API: POST /api/chat or /api/generate,
+// streamed as NDJSON (one JSON object per line, the last with done:true
+// and the server's counts and durations) or answered as one object.
+type ollamaDriver struct {
+	t    *httpTarget
+	chat bool
+	url  string
+}
+
+func newOllamaDriver(opts TargetOptions, logger *slog.Logger) (Driver, error) {
+	var chat bool
+	switch opts.OllamaAPI {
+	case "", OllamaAPIChat:
+		chat = true
+	case OllamaAPIGenerate:
+	default:
+		return nil, fmt.Errorf("target %q: unknown ollama api %q (want %s or %s)", opts.Name, opts.OllamaAPI, OllamaAPIChat, OllamaAPIGenerate)
+	}
+	t, err := newHTTPTarget(opts, logger)
+	if err != nil {
+		return nil, err
+	}
+	path := ollamaGeneratePath
+	if chat {
+		path = ollamaChatPath
+	}
+	return &ollamaDriver{t: t, chat: chat, url: nativeEndpoint(t.base, path, ollamaChatPath, ollamaGeneratePath)}, nil
+}
+
+func (d *ollamaDriver) Close() { d.t.close() }
+
+// Probe implements Driver.
+func (d *ollamaDriver) Probe(ctx context.Context, req *Request) *Result {
+	if req == nil {
+		req = &Request{}
+	}
+	r := &Result{RequestID: req.ID, Streamed: req.Stream}
+	if r.RequestID == "" {
+		r.RequestID = newRequestID()
+	}
+	defer d.t.done(r)
+	body, err := d.requestBody(req)
+	if err != nil {
+		r.Start = time.Now()
+		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("building the request body: %w", err)
+		return r
+	}
+	// Ollama ignores Accept; "application/json" (what send sets for a
+	// non-streamed request) is the closest honest value for NDJSON too,
+	// rather than claiming text/event-stream.
+	ex := d.t.send(ctx, r, d.url, body, false)
+	if ex == nil {
+		return r
+	}
+	defer ex.finish()
+	if req.Stream && !isJSONContentType(ex.resp.Header.Get("Content-Type")) {
+		d.readStream(ex, r)
+	} else {
+		d.readBody(ex, r, req.Stream)
+	}
+	return r
+}
+
+// requestBody builds the JSON body. stream is always sent because Ollama
+// streams by default. Sampling knobs go into options under Ollama's names
+// (num_predict is max_tokens); Ollama has neither ignore_eos nor
+// min_tokens, so they are not sent. Extra entries are top-level fields
+// (keep_alive, think, format, ...), except an "options" object, which is
+// merged into the built options; a nil value removes a built field.
+func (d *ollamaDriver) requestBody(req *Request) ([]byte, error) {
+	model := req.Model
+	if model == "" {
+		model = d.t.opts.Model
+	}
+	m := make(map[string]any, 8)
+	m["model"] = model
+	if d.chat {
+		msgs := req.Messages
+		if len(msgs) == 0 {
+			msgs = []Message{{Role: "user", Content: req.Prompt}}
+		}
+		m["messages"] = msgs
+	} else {
+		prompt := req.Prompt
+		if prompt == "" && len(req.Messages) > 0 {
+			prompt = promptFromMessages(req.Messages)
+		}
+		m["prompt"] = prompt
+	}
+	m["stream"] = req.Stream
+	opts := make(map[string]any, 6)
+	if req.MaxTokens > 0 {
+		opts["num_predict"] = req.MaxTokens
+	}
+	if req.Temperature != nil {
+		opts["temperature"] = *req.Temperature
+	}
+	if req.TopP != nil {
+		opts["top_p"] = *req.TopP
+	}
+	if req.Seed != nil {
+		opts["seed"] = *req.Seed
+	}
+	if len(req.Stop) > 0 {
+		opts["stop"] = req.Stop
+	}
+	for k, v := range req.Extra {
+		if extra, ok := v.(map[string]any); ok && k == "options" {
+			for ok, ov := range extra {
+				if ov == nil {
+					delete(opts, ok)
+				} else {
+					opts[ok] = ov
+				}
+			}
+			continue
+		}
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+	}
+	if len(opts) > 0 {
+		m["options"] = opts
+	}
+	return json.Marshal(m)
+}
+
+// ollamaLine is one streamed object or a whole answer: only what the
+// measurements need.
+type ollamaLine struct {
+	Error    json.RawMessage `json:"error"`
+	Response present         `json:"response"` // /api/generate
+	Thinking present         `json:"thinking"` // /api/generate, thinking models
+	Message  struct {
+		Content  present `json:"content"`
+		Thinking present `json:"thinking"`
+	} `json:"message"` // /api/chat
+	Done       bool   `json:"done"`
+	DoneReason string `json:"done_reason"`
+	// Counts and durations (nanoseconds) come with done:true. Ollama
+	// omits zero values, so absent is not an error.
+	TotalDuration      *int64 `json:"total_duration"`
+	LoadDuration       *int64 `json:"load_duration"`
+	PromptEvalCount    *int   `json:"prompt_eval_count"`
+	PromptEvalDuration *int64 `json:"prompt_eval_duration"`
+	EvalCount          *int   `json:"eval_count"`
+	EvalDuration       *int64 `json:"eval_duration"`
+}
+
+func (l *ollamaLine) decode(b []byte) error {
+	*l = ollamaLine{}
+	return decodeJSON(b, l)
+}
+
+func (l *ollamaLine) hasOutput() bool {
+	return bool(l.Response || l.Thinking || l.Message.Content || l.Message.Thinking)
+}
+
+// errorMessage reports whether the object is an error: Ollama sends
+// {"error": "text"}; an object-valued error (OpenAI-style proxies) is
+// accepted too.
+func (l *ollamaLine) errorMessage() (string, bool) {
+	raw := bytes.TrimSpace(l.Error)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return "", false
+	}
+	if raw[0] == '{' {
+		var in innerError
+		if json.Unmarshal(raw, &in) == nil {
+			return jsonText(in.Message), true
+		}
+	}
+	return jsonText(raw), true
+}
+
+// maxServerDuration bounds durations taken from the server (a week); a
+// larger or negative value is dropped rather than trusted.
+const maxServerDuration = int64(7 * 24 * time.Hour)
+
+// applyDone records what the final object says about the whole request.
+func (l *ollamaLine) applyDone(r *Result) {
+	r.FinishReason = sanitize([]byte(l.DoneReason))
+	for _, t := range []struct {
+		name string
+		ns   *int64
+	}{
+		{"total", l.TotalDuration}, {"load", l.LoadDuration},
+		{"prompt_eval", l.PromptEvalDuration}, {"eval", l.EvalDuration},
+	} {
+		if t.ns != nil && *t.ns >= 0 && *t.ns <= maxServerDuration {
+			r.ServerTimings = append(r.ServerTimings, ServerTiming{Name: t.name, Duration: time.Duration(*t.ns)})
+		}
+	}
+	if l.EvalCount != nil {
+		r.OutputTokens, r.OutputTokensSource = max(*l.EvalCount, 0), TokenSourceServer
+	}
+	// prompt_eval_count counts the prompt tokens evaluated for this
+	// request; a prefix Ollama had cached is not in it.
+	if l.PromptEvalCount != nil {
+		r.InputTokens, r.InputTokensSource = max(*l.PromptEvalCount, 0), TokenSourceServer
+	}
+}
+
+// ollamaStream accumulates one streamed answer.
+type ollamaStream struct {
+	line  ollamaLine
+	lines int
+}
+
+// onLine handles one NDJSON line that arrived at `at`; unterminated says
+// the stream ended inside it. It returns true when the stream is over
+// (r.Outcome set).
+func (st *ollamaStream) onLine(line []byte, at time.Time, unterminated bool, r *Result) bool {
+	fail := func(o Outcome, err error) bool {
+		r.Outcome, r.Err, r.EndToEnd = o, err, at.Sub(r.Start)
+		return true
+	}
+	st.lines++
+	if err := st.line.decode(line); err != nil {
+		if unterminated {
+			return fail(OutcomeIncomplete, fmt.Errorf("stream ended inside line %d after %d output chunks", st.lines, len(r.Chunks)))
+		}
+		return fail(OutcomeProtocolError, fmt.Errorf("line %d is not a valid JSON object (%v): %s", st.lines, err, sanitize(line)))
+	}
+	if msg, ok := st.line.errorMessage(); ok {
+		// Ollama writes an error that happens after the head was sent as
+		// {"error": ...} with no status; when it can, it sends the same
+		// error with its status, 500 unless the error says otherwise.
+		// Mid-stream it is therefore a server-side failure.
+		return fail(OutcomeHTTP5xx, fmt.Errorf("mid-stream server error: %s", msg))
+	}
+	if st.line.hasOutput() {
+		if len(r.Chunks) >= maxChunks {
+			return fail(OutcomeProtocolError, fmt.Errorf("more than %d output chunks", maxChunks))
+		}
+		since := at.Sub(r.Start)
+		if len(r.Chunks) == 0 {
+			r.TTFT = since
+		}
+		r.Chunks = append(r.Chunks, Chunk{At: since, Tokens: 1})
+	}
+	if st.line.Done {
+		st.line.applyDone(r)
+		r.Outcome = OutcomeSuccess
+		r.EndToEnd = at.Sub(r.Start)
+		return true
+	}
+	return false
+}
+
+// finish falls back to counting when the server gave no eval_count: Ollama
+// streams one token per object.
+func (st *ollamaStream) finish(r *Result) {
+	if r.OutputTokensSource == TokenSourceNone {
+		r.OutputTokens, r.OutputTokensSource = len(r.Chunks), TokenSourceCounted
+	}
+}
+
+func (d *ollamaDriver) readStream(ex *exchange, r *Result) {
+	opts := d.t.opts
+	nr := newNDJSONReader(ex.body, opts.MaxLineBytes, opts.MaxResponseBytes)
+	var st ollamaStream
+	for {
+		line, at, err := nr.next()
+		if err != nil {
+			r.EndToEnd = time.Since(r.Start)
+			switch {
+			case errors.Is(err, io.EOF):
+				r.Outcome = OutcomeIncomplete
+				r.Err = fmt.Errorf("stream ended without the final done object after %d output chunks", len(r.Chunks))
+			case errors.Is(err, errNDJSONLineTooLong):
+				r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("reading the stream: %w", err)
+			default:
+				r.Outcome, r.Err = ex.classify(err, "reading the stream")
+			}
+			break
+		}
+		if st.onLine(line, at, nr.unterminated, r) {
+			if r.Outcome == OutcomeSuccess {
+				ex.drain(func() error {
+					for {
+						if _, _, err := nr.next(); err != nil {
+							return err
+						}
+					}
+				})
+			}
+			break
+		}
+	}
+	st.finish(r)
+}
+
+// readBody handles a whole answer (stream:false), or a JSON answer to a
+// streaming request.
+func (d *ollamaDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
+	limit := d.t.opts.MaxResponseBytes
+	data, err := io.ReadAll(io.LimitReader(ex.body, limit+1))
+	r.EndToEnd = time.Since(r.Start)
+	if err != nil {
+		r.Outcome, r.Err = ex.classify(err, "reading the body")
+		return
+	}
+	if !ex.body.last.IsZero() {
+		r.EndToEnd = ex.body.last.Sub(r.Start)
+	}
+	if int64(len(data)) > limit {
+		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("reading the body: %w", errBodyTooLarge)
+		return
+	}
+	var l ollamaLine
+	if err := l.decode(bytes.TrimSpace(data)); err != nil {
+		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("answer is not a valid JSON object (%v): %s", err, sanitize(data))
+		return
+	}
+	if msg, ok := l.errorMessage(); ok {
+		r.Outcome, r.Err = OutcomeHTTP5xx, fmt.Errorf("server error in a 200 answer: %s", msg)
+		return
+	}
+	if wantedStream {
+		r.Outcome, r.Err = OutcomeProtocolError, errors.New("server answered a streaming request with a single JSON document (stream ignored?)")
+		return
+	}
+	if !l.Done {
+		r.Outcome, r.Err = OutcomeProtocolError, errors.New("answer is not done (done:false in a non-streamed answer)")
+		return
+	}
+	l.applyDone(r)
+	r.Outcome = OutcomeSuccess
+}
