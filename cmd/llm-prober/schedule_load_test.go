@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,8 @@ import (
 
 	"github.com/llm-prober/llm-prober/collector"
 	"github.com/llm-prober/llm-prober/config"
+	"github.com/llm-prober/llm-prober/probe"
+	"github.com/llm-prober/llm-prober/workload"
 )
 
 // These tests run the real wiring (config → prober → schedule runner →
@@ -278,6 +281,13 @@ func TestSoakEveryScheduleKind(t *testing.T) {
 			t.Errorf("probe %s: no successful request", probeName)
 		}
 	}
+	// The simulator counts one token per word and honours ignore_eos, so
+	// synthetic prompts and forced lengths must both come out as asked.
+	for _, name := range []string{"llm_probe_input_length_mismatch_total", "llm_probe_output_length_mismatch_total"} {
+		if n := counterSum(family(t, reg, name, "poisson"), "", ""); n != 0 {
+			t.Errorf("%s{probe=\"poisson\"} = %v, want 0", name, n)
+		}
+	}
 	if long {
 		t.Logf("RSS first %d KiB, last %d KiB, max %d KiB", rss[0], rss[len(rss)-1], maxOf(rss))
 		for _, p := range []string{"every", "rate", "poisson", "closed", "burst", "cron-burst", "stages", "windowed"} {
@@ -294,4 +304,31 @@ func maxOf(v []int64) int64 {
 		m = max(m, x)
 	}
 	return m
+}
+
+func TestCheckLengths(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	pm := collector.NewProbeMetrics()
+	reg.MustRegister(pm)
+	pm.Add(collector.ProbeSeries{Target: "t", Probe: "p", Model: "m"})
+	var logs bytes.Buffer
+	logger := promslog.New(&promslog.Config{Writer: &logs})
+	p := newProber(logger, pm)
+	var wo, wi sync.Once
+	draw := workload.Draw{Request: &probe.Request{MaxTokens: 100}, InputTokens: 500}
+	for _, r := range []*probe.Result{
+		{OutputTokens: 100, InputTokens: 540, InputTokensSource: probe.TokenSourceServer}, // within 10% (+32)
+		{OutputTokens: 89, InputTokens: 590, InputTokensSource: probe.TokenSourceServer},  // both off
+		{OutputTokens: 111, InputTokens: 10, InputTokensSource: probe.TokenSourceNone},    // output off; no server count
+	} {
+		p.checkLengths("t", "p", logger, draw, r, &wo, &wi)
+	}
+	out := counterSum(family(t, reg, "llm_probe_output_length_mismatch_total", "p"), "", "")
+	in := counterSum(family(t, reg, "llm_probe_input_length_mismatch_total", "p"), "", "")
+	if out != 2 || in != 1 {
+		t.Errorf("mismatches: output %v, input %v; want 2 and 1", out, in)
+	}
+	if n := strings.Count(logs.String(), "Output length differs"); n != 1 {
+		t.Errorf("output mismatch logged %d times, want once per probe", n)
+	}
 }
