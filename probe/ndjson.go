@@ -79,7 +79,7 @@ func (n *ndjsonReader) next() ([]byte, time.Time, error) {
 			if errors.Is(n.err, io.EOF) && !isBlank(b) {
 				n.start = n.end
 				n.unterminated = true
-				return b, n.readAt, nil
+				return bytes.TrimSuffix(b, []byte{'\r'}), n.readAt, nil
 			}
 			return nil, time.Time{}, n.err
 		}
