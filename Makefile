@@ -21,7 +21,7 @@ LDFLAGS := -s -w \
 	-X github.com/prometheus/common/version.BuildUser=$(BUILD_USER) \
 	-X github.com/prometheus/common/version.BuildDate=$(BUILD_DATE)
 
-.PHONY: all build run test lint fmt fmt-check vet staticcheck unit promtool proto clean
+.PHONY: all build run test lint fmt fmt-check vet staticcheck unit promtool proto clean dashboards deploy-rules
 
 all: build
 
@@ -75,6 +75,14 @@ proto:
 alerts: promtool
 	promtool check rules alerts/llm-prober-rules.yml
 	promtool test rules alerts/llm-prober-rules.test.yml
+
+# Generated files: the Grafana dashboards (from dashboards/*.go) and the
+# Kubernetes PrometheusRule (from alerts/). Tests fail when they drift.
+dashboards:
+	$(GO) run ./dashboards/gen -dir dashboards
+
+deploy-rules:
+	$(GO) run ./deploy/gen
 
 clean:
 	rm -f $(BINARY)

@@ -1,0 +1,26 @@
+// Command gen writes deploy/kubernetes/prometheusrule.yaml from
+// alerts/llm-prober-rules.yml (make deploy-rules). Run from the
+// repository root.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/llm-prober/llm-prober/deploy"
+)
+
+func main() {
+	rules, err := os.ReadFile(deploy.RulesFile)
+	if err == nil {
+		var out []byte
+		if out, err = deploy.PrometheusRule(rules); err == nil {
+			err = os.WriteFile(deploy.PrometheusRuleFile, out, 0o644)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gen:", err)
+		os.Exit(1)
+	}
+	fmt.Println("wrote", deploy.PrometheusRuleFile)
+}
