@@ -12,8 +12,11 @@ ARG BRANCH=unknown
 RUN make build BINARY=/out/llm-prober REVISION="${REVISION}" BRANCH="${BRANCH}" BUILD_USER=docker \
     $( [ -n "${VERSION}" ] && echo VERSION="${VERSION}" )
 
-# Run stage: distroless static, no shell, runs as nonroot (uid 65532).
-FROM gcr.io/distroless/static-debian12:nonroot
+# Run stage: distroless with glibc, no shell, runs as nonroot (uid 65532).
+# The binary is built without cgo, but NVML (libnvidia-ml.so.1, mounted by
+# the NVIDIA container toolkit) is a glibc library: purego loads it through
+# the system's dynamic loader, so the image needs glibc, not a static base.
+FROM gcr.io/distroless/base-debian12:nonroot
 COPY --from=build /out/llm-prober /bin/llm-prober
 COPY examples/llm-prober.yml /etc/llm-prober/llm-prober.yml
 # Mount your configuration (and API key files) here.

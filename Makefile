@@ -13,7 +13,9 @@ BUILD_USER ?= $(shell id -un 2>/dev/null || echo unknown)@$(shell hostname 2>/de
 BUILD_DATE ?= $(shell date -u +%Y%m%d-%H:%M:%S)
 
 # The Dockerfile builds with `make build`, so the image's binary and this one
-# are made the same way: static (no cgo), trimmed paths, version stamped.
+# are made the same way: no cgo, trimmed paths, version stamped. (The binary
+# still links glibc's loader: NVML is dlopened through purego. Build with
+# `-tags nonvml` for a fully static binary without GPU metrics.)
 LDFLAGS := -s -w \
 	-X github.com/prometheus/common/version.Version=$(VERSION) \
 	-X github.com/prometheus/common/version.Revision=$(REVISION) \
