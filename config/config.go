@@ -64,6 +64,9 @@ type Target struct {
 	// its probes, so a burst on one probe cannot exhaust the prober.
 	MaxInFlight int `yaml:"max_in_flight"`
 
+	// Triton is the tensor mapping and gRPC settings of triton_* targets.
+	Triton *Triton `yaml:"triton,omitempty"`
+
 	ServerMetrics *ServerMetrics `yaml:"server_metrics,omitempty"`
 	Probes        []*Probe       `yaml:"probes"`
 }
@@ -285,7 +288,11 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 			d.at(path+".address", "protocol %s talks HTTP; set url: http://%s instead of address", t.Protocol, t.Address)
 		}
 	default:
-		d.at(path, "missing url; set url: http://host:port of the server")
+		if t.Protocol == probe.ProtocolTritonGRPC {
+			d.at(path, "missing address; set address: host:port of Triton's gRPC port (e.g. localhost:8001)")
+		} else {
+			d.at(path, "missing url; set url: http://host:port of the server")
+		}
 	}
 	if !validLabelValue(t.Model) {
 		if t.Model == "" {
@@ -312,6 +319,7 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 	if t.MaxInFlight < 1 || t.MaxInFlight > maxInFlightLimit {
 		d.at(path+".max_in_flight", "want 1 to %d, got %d", maxInFlightLimit, t.MaxInFlight)
 	}
+	validateTriton(d, path, t)
 	if sm := t.ServerMetrics; sm != nil {
 		validateHTTPURL(d, path+".server_metrics.url", sm.URL)
 		if !slices.Contains(ServerKinds(), sm.Kind) {

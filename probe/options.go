@@ -22,12 +22,15 @@ const (
 const (
 	ProtocolOpenAIChat        = "openai_chat"
 	ProtocolOpenAICompletions = "openai_completions"
+	ProtocolTritonGenerate    = "triton_generate"
+	ProtocolTritonGRPC        = "triton_grpc"
 )
 
 // SupportedProtocols lists the protocols NewDriver can build, for config
 // validation and help texts.
 func SupportedProtocols() []string {
-	return []string{ProtocolOpenAIChat, ProtocolOpenAICompletions}
+	return []string{ProtocolOpenAIChat, ProtocolOpenAICompletions,
+		ProtocolTritonGenerate, ProtocolTritonGRPC}
 }
 
 // TargetOptions is everything a driver needs to know about one target.
@@ -39,6 +42,8 @@ type TargetOptions struct {
 	// append their API path; a URL already ending in /v1 (or in the full
 	// endpoint path) is accepted as well.
 	URL string
+	// Address is host:port of gRPC protocols (triton_grpc).
+	Address string
 	// Model is sent when the Request does not name one.
 	Model string
 	// Headers are added to every request. A "Host" entry sets the Host.
@@ -60,6 +65,8 @@ type TargetOptions struct {
 	MaxLineBytes     int
 	// ConnectTimeout bounds dialing and, separately, the TLS handshake.
 	ConnectTimeout time.Duration
+	// Triton configures the triton_generate and triton_grpc drivers.
+	Triton TritonOptions
 }
 
 // withDefaults returns o with zero fields replaced by the defaults.
@@ -91,6 +98,10 @@ func NewDriver(protocol string, opts TargetOptions, logger *slog.Logger) (Driver
 	case ProtocolOpenAIChat:
 		chat = true
 	case ProtocolOpenAICompletions:
+	case ProtocolTritonGenerate:
+		return newTritonGenerateDriver(opts.withDefaults(), logger.With("protocol", protocol))
+	case ProtocolTritonGRPC:
+		return newTritonGRPCDriver(opts.withDefaults(), logger.With("protocol", protocol))
 	default:
 		return nil, fmt.Errorf("unknown protocol %q (supported: %s)", protocol, strings.Join(SupportedProtocols(), ", "))
 	}

@@ -15,6 +15,8 @@ const DefaultListenAddress = "127.0.0.1:8300"
 type Flags struct {
 	Listen     string
 	ConfigFile string
+	// GRPCListen is where Triton's gRPC API is served; empty turns it off.
+	GRPCListen string
 
 	overrides []flagOverride
 }
@@ -29,6 +31,8 @@ func RegisterFlags(cmd *kingpin.CmdClause) *Flags {
 	f := &Flags{}
 	cmd.Flag("listen", "Address the simulated LLM server listens on.").
 		Default(DefaultListenAddress).StringVar(&f.Listen)
+	cmd.Flag("grpc-listen", "Address the simulated Triton gRPC API listens on; empty turns it off.").
+		Default(DefaultGRPCListenAddress).StringVar(&f.GRPCListen)
 	cmd.Flag("config.file", "Optional simulator YAML file (see docs/simulator.md); flags given explicitly override it.").
 		StringVar(&f.ConfigFile)
 

@@ -53,6 +53,7 @@ type plan struct {
 	created         int64
 	text            *rand.Rand // output words
 	timing          *rand.Rand // jitter
+	triton          tritonExtras
 }
 
 // planLength decides how many tokens an answer has: exactly max_tokens

@@ -79,6 +79,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		EnableOpenMetrics: true,
 	}))
 	mux.HandleFunc("GET /debug/requests/{id}", s.handleTruth)
+	s.registerTriton(mux) // simulator/triton.go
 	s.handler = s.track(mux)
 	return s, nil
 }

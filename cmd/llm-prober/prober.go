@@ -52,6 +52,7 @@ func driverOptions(t *config.Target) probe.TargetOptions {
 	return probe.TargetOptions{
 		Name:                  t.Name,
 		URL:                   t.URL,
+		Address:               t.Address,
 		Model:                 t.Model,
 		Headers:               t.Headers,
 		BearerToken:           string(t.APIKey),
@@ -59,6 +60,7 @@ func driverOptions(t *config.Target) probe.TargetOptions {
 		NewConnectionPerProbe: t.NewConnectionPerProbe,
 		StreamIdleTimeout:     time.Duration(t.StreamIdleTimeout),
 		MaxResponseBytes:      t.MaxResponseBytes,
+		Triton:                t.Triton.Options(),
 	}
 }
 

@@ -22,9 +22,30 @@ func simulate(ctx context.Context, flags *simulator.Flags, logger *slog.Logger, 
 		return 1
 	}
 	logger.Info("Simulated LLM server listening", "address", flags.Listen)
+	// Either listener failing stops the other.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	grpcErr := make(chan error, 1)
+	if flags.GRPCListen != "" {
+		go func() {
+			err := srv.ListenAndServeGRPC(ctx, flags.GRPCListen)
+			if err != nil {
+				cancel()
+			}
+			grpcErr <- err
+		}()
+	} else {
+		grpcErr <- nil
+	}
+	code := 0
 	if err := srv.ListenAndServe(ctx, flags.Listen); err != nil {
 		logger.Error("Simulator stopped", "err", err)
-		return 1
+		code = 1
 	}
-	return 0
+	cancel()
+	if err := <-grpcErr; err != nil {
+		logger.Error("Simulator gRPC stopped", "err", err)
+		code = 1
+	}
+	return code
 }

@@ -1,0 +1,137 @@
+package probe
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// TritonOptions configures the two Triton drivers (triton_generate,
+// triton_grpc). The zero value is the TensorRT-LLM ensemble preset.
+type TritonOptions struct {
+	// Inputs are the model inputs sent with every probe, presets already
+	// applied (see TritonPreset, MergeTensorInputs). Empty means the
+	// trtllm_ensemble preset.
+	Inputs []TensorInput
+	// Outputs name the BYTES outputs the generated text is read from, in
+	// order; empty means ["text_output"].
+	Outputs []string
+	// ModelVersion pins a model version ("" = the server's policy).
+	ModelVersion string
+
+	// The following apply to triton_grpc only.
+
+	// TLS switches gRPC to TLS even when TargetOptions.TLS is all
+	// defaults (a server with a publicly trusted certificate). Any
+	// setting in TargetOptions.TLS implies TLS.
+	TLS bool
+	// KeepaliveTime sends HTTP/2 pings after this much idle time; zero
+	// leaves keepalive off. Triton rejects pings more often than every
+	// 5 minutes unless started with a lower
+	// --grpc-http2-min-recv-ping-interval-without-data-ms.
+	KeepaliveTime    time.Duration
+	KeepaliveTimeout time.Duration
+	// MaxMessageBytes bounds one received gRPC message (and one sent);
+	// zero means DefaultGRPCMaxMessageBytes.
+	MaxMessageBytes int
+	// Decoupled sends non-streaming probes over ModelStreamInfer (with the
+	// stream input false) instead of ModelInfer, which Triton refuses for
+	// models with a decoupled transaction policy.
+	Decoupled bool
+}
+
+// DefaultGRPCMaxMessageBytes bounds one gRPC message unless configured.
+const DefaultGRPCMaxMessageBytes = 16 << 20
+
+// Names of outputs read besides the text, when a model returns them.
+const (
+	// outputNumTokens is the vLLM backend's count (return_num_output_tokens):
+	// tokens generated since the previous response when streaming.
+	outputNumTokens = "num_output_tokens"
+	// outputFinishReason is the vLLM backend's (return_finish_reason) and
+	// the TRT-LLM LLM-API model's; "None" on unfinished responses.
+	outputFinishReason = "finish_reason"
+)
+
+// resolved returns the options with defaults applied, after checking the
+// inputs (config validation does the same with positions; this guards
+// programmatic use).
+func (o TritonOptions) resolved() (TritonOptions, error) {
+	if len(o.Inputs) == 0 {
+		in, _ := TritonPreset(PresetTRTLLMEnsemble)
+		o.Inputs = in
+	}
+	names := map[string]bool{}
+	for i := range o.Inputs {
+		in := &o.Inputs[i]
+		if err := in.Validate(); err != nil {
+			return o, err
+		}
+		if names[in.Name] {
+			return o, fmt.Errorf("input %s appears twice", in.Name)
+		}
+		names[in.Name] = true
+	}
+	if len(o.Outputs) == 0 {
+		o.Outputs = []string{"text_output"}
+	}
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = DefaultGRPCMaxMessageBytes
+	}
+	return o, nil
+}
+
+// isTextOutput reports whether name is one of the text outputs.
+func (o *TritonOptions) isTextOutput(name string) bool { return slices.Contains(o.Outputs, name) }
+
+// realFinishReason drops the placeholders the vLLM backend sends on
+// unfinished responses (Python's str(None)).
+func realFinishReason(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "None" || s == "null" {
+		return ""
+	}
+	return s
+}
+
+// tritonCounts gathers per-response token counts: a chunk's count comes
+// from the server when the response carried num_output_tokens, else it is
+// one decoding step (TensorRT-LLM streams one response per step).
+type tritonCounts struct {
+	server    []bool
+	anyFinish bool // some response carried a finish_reason output
+}
+
+func (c *tritonCounts) add(r *Result, at time.Duration, n int, fromServer bool) bool {
+	if len(r.Chunks) >= maxChunks {
+		return false
+	}
+	if !fromServer || n <= 0 || n > maxTokensPerChunk {
+		n, fromServer = 1, false
+	}
+	if len(r.Chunks) == 0 {
+		r.TTFT = at
+	}
+	r.Chunks = append(r.Chunks, Chunk{At: at, Tokens: n})
+	c.server = append(c.server, fromServer)
+	return true
+}
+
+// finish sets the output token count and its source.
+func (c *tritonCounts) finish(r *Result) {
+	if len(r.Chunks) == 0 {
+		return
+	}
+	n := 0
+	all := true
+	for i, ch := range r.Chunks {
+		n += ch.Tokens
+		all = all && c.server[i]
+	}
+	r.OutputTokens = n
+	r.OutputTokensSource = TokenSourceCounted
+	if all {
+		r.OutputTokensSource = TokenSourceServer
+	}
+}

@@ -1,0 +1,349 @@
+package probe
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// tritonGenerateDriver speaks Triton's generate extension:
+// POST /v2/models/{model}[/versions/{v}]/generate (one JSON answer) and
+// /generate_stream (SSE, one event per model response, no terminator).
+//
+// How a stream's end is judged: Triton closes the chunked body after the
+// response flagged final, so a clean close (the chunked terminator arrived)
+// after at least one response is success, while a reset or a close without
+// the terminator is incomplete. A clean close cannot be told from a server
+// that stopped early, except when the model reports a finish reason (the
+// vLLM backend with return_finish_reason, the vllm_backend preset): once
+// any response carried finish_reason, the last one must carry a real one
+// ("length", "stop", …), else the stream is incomplete.
+type tritonGenerateDriver struct {
+	t      *httpTarget
+	triton TritonOptions
+	url    string // without the trailing "_stream"
+}
+
+func newTritonGenerateDriver(opts TargetOptions, logger *slog.Logger) (Driver, error) {
+	tr, err := opts.Triton.resolved()
+	if err != nil {
+		return nil, fmt.Errorf("target %q: %w", opts.Name, err)
+	}
+	t, err := newHTTPTarget(opts, logger)
+	if err != nil {
+		return nil, err
+	}
+	return &tritonGenerateDriver{t: t, triton: tr, url: tritonModelURL(t.base, opts.Model, tr.ModelVersion)}, nil
+}
+
+// tritonModelURL is base + /v2/models/{model}[/versions/{v}]/generate. A
+// base that already ends in /v2 is accepted.
+func tritonModelURL(base *url.URL, model, version string) string {
+	u := *base
+	p := strings.TrimSuffix(strings.TrimRight(u.Path, "/"), "/v2")
+	p += "/v2/models/" + url.PathEscape(model)
+	if version != "" {
+		p += "/versions/" + url.PathEscape(version)
+	}
+	u.Path = p + "/generate"
+	u.RawPath = ""
+	return u.String()
+}
+
+func (d *tritonGenerateDriver) Close() { d.t.close() }
+
+// Probe implements Driver.
+func (d *tritonGenerateDriver) Probe(ctx context.Context, req *Request) *Result {
+	if req == nil {
+		req = &Request{}
+	}
+	r := &Result{RequestID: req.ID, Streamed: req.Stream}
+	if r.RequestID == "" {
+		r.RequestID = newRequestID()
+	}
+	defer d.t.done(r)
+	body, err := d.requestBody(req, r.RequestID)
+	if err != nil {
+		r.Start = time.Now()
+		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("building the request body: %w", err)
+		return r
+	}
+	endpoint := d.url
+	if req.Stream {
+		endpoint += "_stream"
+	}
+	if req.Model != "" && req.Model != d.t.opts.Model {
+		endpoint = tritonModelURL(d.t.base, req.Model, d.triton.ModelVersion)
+		if req.Stream {
+			endpoint += "_stream"
+		}
+	}
+	ex := d.t.send(ctx, r, endpoint, body, req.Stream)
+	if ex == nil {
+		return r
+	}
+	defer ex.finish()
+	if req.Stream && !isJSONContentType(ex.resp.Header.Get("Content-Type")) {
+		d.readStream(ex, r)
+	} else {
+		d.readBody(ex, r, req.Stream)
+	}
+	return r
+}
+
+// requestBody maps the request through the inputs to top-level JSON keys;
+// Triton turns every key naming a model input into that tensor. Extra
+// entries are added as further keys (request parameters for Triton).
+func (d *tritonGenerateDriver) requestBody(req *Request, id string) ([]byte, error) {
+	m := make(map[string]any, len(d.triton.Inputs)+1)
+	m["id"] = id
+	for i := range d.triton.Inputs {
+		in := &d.triton.Inputs[i]
+		vals, ok := in.values(req)
+		if !ok {
+			continue
+		}
+		v, err := in.jsonValue(vals)
+		if err != nil {
+			return nil, err
+		}
+		m[in.Name] = v
+	}
+	for k, v := range req.Extra {
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+	}
+	return json.Marshal(m)
+}
+
+// genResponse is what we read from one generate response: the configured
+// text outputs, the vLLM backend's count and finish reason, and errors.
+type genResponse struct {
+	err          *string
+	text         bool
+	tokens       int
+	hasTokens    bool
+	finish       string
+	hasFinish    bool
+	outputsFound int
+}
+
+// parseGenerate decodes one response object. Text outputs may be a string
+// or a list of strings (a BYTES tensor of several elements).
+func (d *tritonGenerateDriver) parseGenerate(b []byte) (genResponse, error) {
+	var g genResponse
+	var obj map[string]json.RawMessage
+	if err := decodeJSON(b, &obj); err != nil {
+		return g, err
+	}
+	if obj == nil {
+		return g, errors.New("not a JSON object")
+	}
+	if raw, ok := obj["error"]; ok {
+		msg := jsonText(raw)
+		g.err = &msg
+		return g, nil
+	}
+	for _, name := range d.triton.Outputs {
+		raw, ok := obj[name]
+		if !ok {
+			continue
+		}
+		g.outputsFound++
+		has, err := jsonHasText(raw)
+		if err != nil {
+			return g, fmt.Errorf("output %s: %w", name, err)
+		}
+		g.text = g.text || has
+	}
+	if raw, ok := obj[outputNumTokens]; ok {
+		if n, ok := jsonFirstInt(raw); ok {
+			g.tokens, g.hasTokens = n, true
+		}
+	}
+	if raw, ok := obj[outputFinishReason]; ok {
+		g.hasFinish = true
+		g.finish = realFinishReason(jsonFirstString(raw))
+	}
+	return g, nil
+}
+
+// jsonHasText reports whether a string or list-of-strings output is non-empty.
+func jsonHasText(raw json.RawMessage) (bool, error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || bytes.Equal(raw, []byte("null")):
+		return false, nil
+	case raw[0] == '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return false, err
+		}
+		return s != "", nil
+	case raw[0] == '[':
+		var l []string
+		if err := json.Unmarshal(raw, &l); err != nil {
+			return false, errors.New("want a string or a list of strings")
+		}
+		for _, s := range l {
+			if s != "" {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	return false, errors.New("want a string or a list of strings")
+}
+
+func jsonFirstInt(raw json.RawMessage) (int, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '[' {
+		var l []json.RawMessage
+		if json.Unmarshal(raw, &l) != nil || len(l) == 0 {
+			return 0, false
+		}
+		raw = l[0]
+	}
+	var n int64
+	if json.Unmarshal(raw, &n) != nil || n < 0 || n > maxTokensPerChunk*64 {
+		return 0, false
+	}
+	return int(n), true
+}
+
+func jsonFirstString(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '[' {
+		var l []string
+		if json.Unmarshal(raw, &l) != nil || len(l) == 0 {
+			return ""
+		}
+		return sanitize([]byte(l[0]))
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return sanitize([]byte(s))
+}
+
+// tritonStreamError is how a mid-stream {"error": …} event is classed:
+// Triton sends it after the 200 head, when inference failed (request
+// validation errors come before the head, with a status), so it is the
+// server's failure.
+func tritonStreamError(msg string) (Outcome, error) {
+	return OutcomeHTTP5xx, fmt.Errorf("mid-stream server error: %s", msg)
+}
+
+func (d *tritonGenerateDriver) readStream(ex *exchange, r *Result) {
+	opts := d.t.opts
+	sr := newSSEReader(ex.body, opts.MaxLineBytes, opts.MaxResponseBytes)
+	var counts tritonCounts
+	responses := 0
+	lastFinish := ""
+	defer counts.finish(r)
+	for {
+		ev, err := sr.next()
+		if err != nil {
+			r.EndToEnd = time.Since(r.Start)
+			if !ex.body.last.IsZero() {
+				r.EndToEnd = ex.body.last.Sub(r.Start)
+			}
+			switch {
+			case !errors.Is(err, io.EOF):
+				r.Outcome, r.Err = ex.classify(err, "reading the stream")
+			case responses == 0:
+				r.Outcome, r.Err = OutcomeIncomplete, errors.New("stream closed before any response")
+			case counts.anyFinish && lastFinish == "":
+				r.Outcome, r.Err = OutcomeIncomplete, fmt.Errorf("stream closed after %d responses, the last without a finish_reason", responses)
+			default:
+				r.Outcome = OutcomeSuccess
+				r.FinishReason = lastFinish
+			}
+			return
+		}
+		fail := func(o Outcome, err error) {
+			r.Outcome, r.Err, r.EndToEnd = o, err, ev.At.Sub(r.Start)
+		}
+		data := bytes.TrimSpace(ev.Data)
+		if len(data) == 0 {
+			continue
+		}
+		if typ := string(ev.Type); typ == "error" {
+			fail(tritonStreamError(sanitize(data)))
+			return
+		} else if typ != "" && typ != "message" {
+			continue
+		}
+		g, err := d.parseGenerate(data)
+		if err != nil {
+			fail(OutcomeProtocolError, fmt.Errorf("response %d is not a valid generate response (%v): %s", responses+1, err, sanitize(data)))
+			return
+		}
+		if g.err != nil {
+			fail(tritonStreamError(*g.err))
+			return
+		}
+		responses++
+		if g.hasFinish {
+			counts.anyFinish = true
+			lastFinish = g.finish
+		}
+		if g.text {
+			if !counts.add(r, ev.At.Sub(r.Start), g.tokens, g.hasTokens) {
+				fail(OutcomeProtocolError, fmt.Errorf("more than %d output chunks", maxChunks))
+				return
+			}
+		}
+	}
+}
+
+// readBody handles a whole JSON answer (non-streaming, or an error).
+func (d *tritonGenerateDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
+	limit := d.t.opts.MaxResponseBytes
+	data, err := io.ReadAll(io.LimitReader(ex.body, limit+1))
+	r.EndToEnd = time.Since(r.Start)
+	if err != nil {
+		r.Outcome, r.Err = ex.classify(err, "reading the body")
+		return
+	}
+	if !ex.body.last.IsZero() {
+		r.EndToEnd = ex.body.last.Sub(r.Start)
+	}
+	if int64(len(data)) > limit {
+		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("reading the body: %w", errBodyTooLarge)
+		return
+	}
+	g, err := d.parseGenerate(bytes.TrimSpace(data))
+	if err != nil {
+		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("answer is not a valid generate response (%v): %s", err, sanitize(data))
+		return
+	}
+	if g.err != nil {
+		r.Outcome, r.Err = OutcomeHTTP5xx, fmt.Errorf("server error: %s", *g.err)
+		return
+	}
+	if wantedStream {
+		r.Outcome, r.Err = OutcomeProtocolError, errors.New("server answered generate_stream with a single JSON document")
+		return
+	}
+	if g.outputsFound == 0 {
+		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("answer has none of the outputs %s", strings.Join(d.triton.Outputs, ", "))
+		return
+	}
+	r.FinishReason = g.finish
+	if g.hasTokens {
+		r.OutputTokens, r.OutputTokensSource = g.tokens, TokenSourceServer
+	}
+	r.Outcome = OutcomeSuccess
+}
