@@ -230,13 +230,19 @@ func (d *tritonGRPCDriver) Probe(ctx context.Context, req *Request) *Result {
 	md.Set("x-request-id", r.RequestID)
 	ctx = metadata.NewOutgoingContext(ctx, md)
 
+	if !d.isReady() {
+		// Readiness is checked once per target before its first probe and
+		// not timed; the probe then runs on the connection it opened.
+		r.Start = time.Now()
+		if !d.connect(ctx, conn, r) || !d.checkReady(ctx, conn, model, r) {
+			return r
+		}
+		r.Phases = Phases{}
+	}
 	// Start includes getting a connection when none is up, as TTFT does
 	// for the HTTP drivers; the wait is reported as the connect phase.
 	r.Start = time.Now()
 	if !d.connect(ctx, conn, r) {
-		return r
-	}
-	if !d.checkReady(ctx, conn, model, r) {
 		return r
 	}
 	client := tritonpb.NewGRPCInferenceServiceClient(conn)
@@ -303,6 +309,12 @@ func orUnknown(err error) any {
 		return "handshake failed or connection closed"
 	}
 	return err
+}
+
+func (d *tritonGRPCDriver) isReady() bool {
+	d.readyMu.Lock()
+	defer d.readyMu.Unlock()
+	return d.ready
 }
 
 // checkReady asks ServerReady and ModelReady once per target: at the first
@@ -577,6 +589,10 @@ func (d *tritonGRPCDriver) stream(ctx context.Context, c tritonpb.GRPCInferenceS
 		if err == io.EOF {
 			r.EndToEnd = now.Sub(r.Start)
 			switch {
+			case ctx.Err() != nil:
+				// The deadline travels to the server (grpc-timeout), which
+				// may end the RPC with OK a moment before our own timer.
+				r.Outcome, r.Err = d.classify(ctx, sctx, err, fmt.Sprintf("reading the stream after %d responses", responses))
 			case responses > 0 && !sawFinalParam:
 				// A server older than triton_final_response: the stream
 				// ending with OK after our half-close is its end.

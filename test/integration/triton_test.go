@@ -1,0 +1,312 @@
+package integration
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/promslog"
+
+	"github.com/llm-prober/llm-prober/probe"
+	"github.com/llm-prober/llm-prober/simulator"
+)
+
+// tritonSim serves HTTP (generate) and gRPC from one simulator.
+type tritonSim struct {
+	*sim
+	grpcAddr string
+}
+
+func startTritonSimulator(t *testing.T, cfg simulator.Config) *tritonSim {
+	t.Helper()
+	srv, err := simulator.New(cfg, promslog.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	go func() { done <- srv.Serve(ctx, hl) }()
+	go func() { done <- srv.ServeGRPC(ctx, gl) }()
+	t.Cleanup(func() {
+		cancel()
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Errorf("simulator: %v", err)
+			}
+		}
+	})
+	return &tritonSim{sim: &sim{url: "http://" + hl.Addr().String()}, grpcAddr: gl.Addr().String()}
+}
+
+// tritonVariant is one way of speaking to Triton.
+type tritonVariant struct {
+	name, protocol, preset string
+	// serverCount: the preset asks the server for its token count.
+	serverCount bool
+}
+
+var tritonVariants = []tritonVariant{
+	{"generate/trtllm", probe.ProtocolTritonGenerate, probe.PresetTRTLLMEnsemble, false},
+	{"generate/vllm", probe.ProtocolTritonGenerate, probe.PresetVLLMBackend, true},
+	{"grpc/trtllm", probe.ProtocolTritonGRPC, probe.PresetTRTLLMEnsemble, false},
+	{"grpc/vllm", probe.ProtocolTritonGRPC, probe.PresetVLLMBackend, true},
+}
+
+func (s *tritonSim) options(v tritonVariant) probe.TargetOptions {
+	in, err := probe.TritonPreset(v.preset)
+	if err != nil {
+		panic(err)
+	}
+	o := probe.TargetOptions{Name: "sim", Model: "sim-llm", Triton: probe.TritonOptions{Inputs: in}}
+	if v.protocol == probe.ProtocolTritonGRPC {
+		o.Address = s.grpcAddr
+	} else {
+		o.URL = s.url
+	}
+	return o
+}
+
+// TestTritonAccuracyAgainstGroundTruth is the Triton counterpart of
+// TestAccuracyAgainstGroundTruth: every streamed response's read time
+// against the simulator's send time, over both drivers and both presets.
+func TestTritonAccuracyAgainstGroundTruth(t *testing.T) {
+	if testing.Short() {
+		t.Skip("hundreds of requests against the simulator")
+	}
+	cfg := simulator.DefaultConfig()
+	cfg.Latency.TTFTBase = 20 * time.Millisecond
+	cfg.Latency.DecodeBase = 4 * time.Millisecond
+	s := startTritonSimulator(t, cfg)
+	for _, v := range tritonVariants {
+		t.Run(v.name, func(t *testing.T) {
+			d := newDriver(t, v.protocol, s.options(v))
+			const requests, concurrency = 120, 8
+			var (
+				mu                          sync.Mutex
+				ttftErr, firstErr, tokenErr []float64
+				tokenSeen                   int
+			)
+			var wg sync.WaitGroup
+			work := make(chan struct{}, requests)
+			for range requests {
+				work <- struct{}{}
+			}
+			close(work)
+			for range concurrency {
+				wg.Go(func() {
+					for range work {
+						res := probeOnce(d, 16, 20*time.Second)
+						if res.Outcome != probe.OutcomeSuccess {
+							t.Errorf("probe %s: %s %v", res.RequestID, res.Outcome, res.Err)
+							continue
+						}
+						rec := s.groundTruth(t, res.RequestID)
+						var flushes []int64
+						for _, c := range rec.Chunks {
+							if c.Content {
+								flushes = append(flushes, c.UnixNano)
+							}
+						}
+						start := res.Start.UnixNano()
+						mu.Lock()
+						if len(flushes) != len(res.Chunks) {
+							t.Errorf("%s: prober saw %d output responses, simulator sent %d", res.RequestID, len(res.Chunks), len(flushes))
+						} else {
+							for i, c := range res.Chunks {
+								tokenErr = append(tokenErr, float64(start+int64(c.At)-flushes[i])/1e9)
+							}
+							tokenSeen += len(flushes)
+						}
+						serverTTFT := time.Duration(rec.FirstTokenUnixNano - rec.ReceivedUnixNano)
+						ttftErr = append(ttftErr, (res.TTFT - serverTTFT).Seconds())
+						firstErr = append(firstErr, float64(start+int64(res.TTFT)-rec.FirstTokenUnixNano)/1e9)
+						wantSrc := probe.TokenSourceCounted
+						if v.serverCount {
+							wantSrc = probe.TokenSourceServer
+						}
+						if res.OutputTokens != rec.OutputTokens || res.OutputTokensSource != wantSrc {
+							t.Errorf("%s: output tokens %d (%s), simulator sent %d (want source %s)", res.RequestID, res.OutputTokens, res.OutputTokensSource, rec.OutputTokens, wantSrc)
+						}
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			// Generous for a loaded 2-core machine under -race. TTFT also
+			// holds what happens before the server sees the request
+			// (stream setup, HTTP/2 headers, decoding), hence its wider
+			// bound; the read-vs-send errors are the prober's own.
+			for _, m := range []struct {
+				name  string
+				errs  []float64
+				bound float64
+			}{{"ttft", ttftErr, 0.006}, {"first token read vs send", firstErr, 0.003}, {"every token read vs send", tokenErr, 0.003}} {
+				med, p99 := quantile(m.errs, 0.5), quantile(m.errs, 0.99)
+				t.Logf("%-26s n=%5d  median %+8.3f ms  p99 %+8.3f ms", m.name, len(m.errs), med*1e3, p99*1e3)
+				if med > m.bound || med < -0.001 {
+					t.Errorf("%s: median error %.3f ms outside [-1, %.0f] ms", m.name, med*1e3, m.bound*1e3)
+				}
+			}
+			if tokenSeen < requests*16 {
+				t.Errorf("compared %d tokens, want at least %d", tokenSeen, requests*16)
+			}
+		})
+	}
+}
+
+// TestTritonNonStreaming checks generate and ModelInfer (and the decoupled
+// path over ModelStreamInfer) answer whole.
+func TestTritonNonStreaming(t *testing.T) {
+	s := startTritonSimulator(t, fastSimulator())
+	for _, v := range tritonVariants {
+		for _, decoupled := range []bool{false, true} {
+			if decoupled && v.protocol != probe.ProtocolTritonGRPC {
+				continue
+			}
+			opts := s.options(v)
+			opts.Triton.Decoupled = decoupled
+			d := newDriver(t, v.protocol, opts)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			res := d.Probe(ctx, &probe.Request{Prompt: "hi there", MaxTokens: 12, IgnoreEOS: true})
+			cancel()
+			if res.Outcome != probe.OutcomeSuccess || res.Streamed || len(res.Chunks) != 0 || res.TTFT != 0 {
+				t.Errorf("%s decoupled=%v: %s %v streamed=%v chunks=%d", v.name, decoupled, res.Outcome, res.Err, res.Streamed, len(res.Chunks))
+				continue
+			}
+			rec := s.groundTruth(t, res.RequestID)
+			if v.serverCount && (res.OutputTokens != rec.OutputTokens || res.OutputTokensSource != probe.TokenSourceServer) {
+				t.Errorf("%s: output tokens %d (%s), simulator %d", v.name, res.OutputTokens, res.OutputTokensSource, rec.OutputTokens)
+			}
+			if res.EndToEnd < time.Duration(rec.FinishedUnixNano-rec.ReceivedUnixNano)/2 {
+				t.Errorf("%s: end-to-end %v shorter than the server's handling", v.name, res.EndToEnd)
+			}
+		}
+	}
+}
+
+// TestTritonFaults injects each simulator fault and checks the outcome per
+// protocol, then that the same driver still succeeds.
+func TestTritonFaults(t *testing.T) {
+	s := startTritonSimulator(t, fastSimulator())
+	type want struct{ generate, grpc probe.Outcome }
+	cases := []struct {
+		fault   string
+		want    want
+		timeout time.Duration
+	}{
+		{"error=503", want{probe.OutcomeHTTP5xx, probe.OutcomeGRPCError}, 0},
+		{"error=500", want{probe.OutcomeHTTP5xx, probe.OutcomeGRPCError}, 0},
+		{"error=400", want{probe.OutcomeHTTP4xx, probe.OutcomeGRPCError}, 0},
+		{"reset:after=3", want{probe.OutcomeIncomplete, probe.OutcomeIncomplete}, 0},
+		// Mid-stream: no final response / no finish_reason.
+		{"truncate:after=4", want{probe.OutcomeIncomplete, probe.OutcomeIncomplete}, 0},
+		// After the last token: the final flag (finish_reason) never comes.
+		{"truncate:after=100000", want{probe.OutcomeIncomplete, probe.OutcomeIncomplete}, 0},
+		{"malformed:after=2", want{probe.OutcomeProtocolError, probe.OutcomeProtocolError}, 0},
+		// Triton's mid-stream error carries no status: the server failed.
+		{"error_event:after=2", want{probe.OutcomeHTTP5xx, probe.OutcomeGRPCError}, 0},
+		{"stall:after=2,for=3s", want{probe.OutcomeStreamStalled, probe.OutcomeStreamStalled}, 0},
+		{"slow_first_token:delay=2s", want{probe.OutcomeStreamStalled, probe.OutcomeStreamStalled}, 0},
+		{"slow_first_token:delay=3s", want{probe.OutcomeTimeout, probe.OutcomeTimeout}, 300 * time.Millisecond},
+		{"slow_first_token:delay=100ms", want{probe.OutcomeSuccess, probe.OutcomeSuccess}, 0},
+	}
+	// vLLM preset: its finish_reason makes a cleanly closed generate_stream
+	// that stopped early detectable.
+	v := tritonVariant{protocol: probe.ProtocolTritonGenerate, preset: probe.PresetVLLMBackend}
+	for _, c := range cases {
+		t.Run(c.fault, func(t *testing.T) {
+			for _, protocol := range []string{probe.ProtocolTritonGenerate, probe.ProtocolTritonGRPC} {
+				v.protocol = protocol
+				opts := s.options(v)
+				opts.Headers = map[string]string{simulator.HeaderFault: c.fault}
+				opts.StreamIdleTimeout = 500 * time.Millisecond
+				d := newDriver(t, protocol, opts)
+				timeout := c.timeout
+				if timeout == 0 {
+					timeout = 10 * time.Second
+				}
+				w := c.want.generate
+				if protocol == probe.ProtocolTritonGRPC {
+					w = c.want.grpc
+				}
+				res := probeOnce(d, 12, timeout)
+				if res.Outcome != w {
+					t.Errorf("%s %s: outcome %s (%v), want %s", protocol, c.fault, res.Outcome, res.Err, w)
+				}
+				if w != probe.OutcomeSuccess && res.Err == nil {
+					t.Errorf("%s %s: failure without an error message", protocol, c.fault)
+				}
+			}
+		})
+	}
+	// A fresh driver without faults works against the same simulator after
+	// resets (no poisoned pool or channel).
+	for _, protocol := range []string{probe.ProtocolTritonGenerate, probe.ProtocolTritonGRPC} {
+		v.protocol = protocol
+		d := newDriver(t, protocol, s.options(v))
+		for range 3 {
+			if res := probeOnce(d, 6, 10*time.Second); res.Outcome != probe.OutcomeSuccess {
+				t.Errorf("%s after faults: %s %v", protocol, res.Outcome, res.Err)
+			}
+		}
+	}
+}
+
+// TestTritonGRPCRecoversAfterReset sends probes through one gRPC driver
+// while the simulator resets connections at random.
+func TestTritonGRPCRecoversAfterReset(t *testing.T) {
+	cfg := fastSimulator()
+	cfg.Faults.ResetRate = 0.2
+	cfg.Faults.ErrorEventRate = 0.1
+	s := startTritonSimulator(t, cfg)
+	d := newDriver(t, probe.ProtocolTritonGRPC, s.options(tritonVariant{protocol: probe.ProtocolTritonGRPC, preset: probe.PresetTRTLLMEnsemble}))
+	counts := map[probe.Outcome]int{}
+	for range 40 {
+		counts[probeOnce(d, 6, 10*time.Second).Outcome]++
+	}
+	t.Logf("outcomes: %v", counts)
+	if counts[probe.OutcomeSuccess] < 15 || counts[probe.OutcomeIncomplete] == 0 || counts[probe.OutcomeGRPCError] == 0 {
+		t.Errorf("unexpected outcome mix %v", counts)
+	}
+}
+
+// TestTritonGRPCConnectAndReadiness: nothing listening is connect_error;
+// a model the server does not serve fails the readiness check.
+func TestTritonGRPCConnectAndReadiness(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	d := newDriver(t, probe.ProtocolTritonGRPC, probe.TargetOptions{Name: "x", Address: addr, Model: "m", ConnectTimeout: time.Second})
+	if res := probeOnce(d, 4, 5*time.Second); res.Outcome != probe.OutcomeConnectError {
+		t.Errorf("nothing listening: %s %v", res.Outcome, res.Err)
+	}
+	s := startTritonSimulator(t, fastSimulator())
+	d = newDriver(t, probe.ProtocolTritonGRPC, probe.TargetOptions{Name: "x", Address: s.grpcAddr, Model: "not-served"})
+	res := probeOnce(d, 4, 5*time.Second)
+	if res.Outcome != probe.OutcomeGRPCError {
+		t.Errorf("unknown model: %s %v", res.Outcome, res.Err)
+	}
+	// The HTTP side answers the same readiness question.
+	resp, err := http.Get(s.url + "/v2/models/not-served/ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("HTTP model ready for an unknown model: %d", resp.StatusCode)
+	}
+}
