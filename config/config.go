@@ -66,9 +66,19 @@ type Target struct {
 
 	// Triton is the tensor mapping and gRPC settings of triton_* targets.
 	Triton *Triton `yaml:"triton,omitempty"`
+	// Ollama holds settings of ollama targets.
+	Ollama *Ollama `yaml:"ollama,omitempty"`
 
 	ServerMetrics *ServerMetrics `yaml:"server_metrics,omitempty"`
 	Probes        []*Probe       `yaml:"probes"`
+}
+
+// Ollama selects how an ollama target is probed.
+type Ollama struct {
+	// API is chat (POST /api/chat, the default: workloads are chat-shaped
+	// and the model's chat template applies) or generate (POST
+	// /api/generate with the messages flattened into one prompt).
+	API string `yaml:"api"`
 }
 
 // ServerMetrics says where the model server's own /metrics are.
@@ -187,6 +197,14 @@ func (c *Config) applyDefaults() {
 		}
 		if t.MaxInFlight == 0 {
 			t.MaxInFlight = DefaultTargetMaxInFlight
+		}
+		if t.Protocol == probe.ProtocolOllama {
+			if t.Ollama == nil {
+				t.Ollama = &Ollama{}
+			}
+			if t.Ollama.API == "" {
+				t.Ollama.API = probe.OllamaAPIChat
+			}
 		}
 		if sm := t.ServerMetrics; sm != nil {
 			if sm.Kind == "" {
@@ -320,6 +338,13 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 		d.at(path+".max_in_flight", "want 1 to %d, got %d", maxInFlightLimit, t.MaxInFlight)
 	}
 	validateTriton(d, path, t)
+	if o := t.Ollama; o != nil {
+		if t.Protocol != probe.ProtocolOllama {
+			d.at(path+".ollama", "ollama settings apply to protocol ollama only, not %s", t.Protocol)
+		} else if !slices.Contains(probe.OllamaAPIs(), o.API) {
+			d.at(path+".ollama.api", "unknown ollama api %q; want one of %s", o.API, strings.Join(probe.OllamaAPIs(), ", "))
+		}
+	}
 	if sm := t.ServerMetrics; sm != nil {
 		validateHTTPURL(d, path+".server_metrics.url", sm.URL)
 		if !slices.Contains(ServerKinds(), sm.Kind) {

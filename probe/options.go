@@ -22,6 +22,8 @@ const (
 const (
 	ProtocolOpenAIChat        = "openai_chat"
 	ProtocolOpenAICompletions = "openai_completions"
+	ProtocolTGI               = "tgi"
+	ProtocolOllama            = "ollama"
 	ProtocolTritonGenerate    = "triton_generate"
 	ProtocolTritonGRPC        = "triton_grpc"
 )
@@ -29,7 +31,7 @@ const (
 // SupportedProtocols lists the protocols NewDriver can build, for config
 // validation and help texts.
 func SupportedProtocols() []string {
-	return []string{ProtocolOpenAIChat, ProtocolOpenAICompletions,
+	return []string{ProtocolOpenAIChat, ProtocolOpenAICompletions, ProtocolTGI, ProtocolOllama,
 		ProtocolTritonGenerate, ProtocolTritonGRPC}
 }
 
@@ -65,6 +67,9 @@ type TargetOptions struct {
 	MaxLineBytes     int
 	// ConnectTimeout bounds dialing and, separately, the TLS handshake.
 	ConnectTimeout time.Duration
+	// OllamaAPI selects the ollama protocol's endpoint: OllamaAPIChat
+	// (/api/chat, also when empty) or OllamaAPIGenerate (/api/generate).
+	OllamaAPI string
 	// Triton configures the triton_generate and triton_grpc drivers.
 	Triton TritonOptions
 }
@@ -102,6 +107,10 @@ func NewDriver(protocol string, opts TargetOptions, logger *slog.Logger) (Driver
 		return newTritonGenerateDriver(opts.withDefaults(), logger.With("protocol", protocol))
 	case ProtocolTritonGRPC:
 		return newTritonGRPCDriver(opts.withDefaults(), logger.With("protocol", protocol))
+	case ProtocolTGI:
+		return newTGIDriver(opts.withDefaults(), logger.With("protocol", protocol))
+	case ProtocolOllama:
+		return newOllamaDriver(opts.withDefaults(), logger.With("protocol", protocol))
 	default:
 		return nil, fmt.Errorf("unknown protocol %q (supported: %s)", protocol, strings.Join(SupportedProtocols(), ", "))
 	}

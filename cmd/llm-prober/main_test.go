@@ -336,8 +336,10 @@ func TestCheckConfig(t *testing.T) {
 	}
 	stdout.Reset()
 	stderr.Reset()
-	if code := run(context.Background(), []string{"check-config", "../../examples/llm-prober.yml"}, &stdout, &stderr); code != 0 {
-		t.Errorf("example config: exit %d: %s", code, stderr.String())
+	for _, example := range []string{"llm-prober.yml", "tgi.yml", "ollama.yml", "vllm.yml"} {
+		if code := run(context.Background(), []string{"check-config", "../../examples/" + example}, &stdout, &stderr); code != 0 {
+			t.Errorf("example config %s: exit %d: %s", example, code, stderr.String())
+		}
 	}
 	stdout.Reset()
 	dir := t.TempDir()

@@ -49,7 +49,12 @@ func newProber(logger *slog.Logger, metrics *collector.ProbeMetrics) *prober {
 
 // driverOptions maps a configured target to what a driver needs.
 func driverOptions(t *config.Target) probe.TargetOptions {
+	var ollamaAPI string
+	if t.Ollama != nil {
+		ollamaAPI = t.Ollama.API
+	}
 	return probe.TargetOptions{
+		OllamaAPI:             ollamaAPI,
 		Name:                  t.Name,
 		URL:                   t.URL,
 		Address:               t.Address,
