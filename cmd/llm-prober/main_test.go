@@ -336,7 +336,7 @@ func TestCheckConfig(t *testing.T) {
 	}
 	stdout.Reset()
 	stderr.Reset()
-	for _, example := range []string{"llm-prober.yml", "tgi.yml", "ollama.yml", "vllm.yml"} {
+	for _, example := range []string{"llm-prober.yml", "tgi.yml", "ollama.yml", "vllm.yml", "triton-sidecar.yml", "triton-generate.yml"} {
 		if code := run(context.Background(), []string{"check-config", "../../examples/" + example}, &stdout, &stderr); code != 0 {
 			t.Errorf("example config %s: exit %d: %s", example, code, stderr.String())
 		}
