@@ -1,0 +1,759 @@
+//go:build unix
+
+// Package e2e runs the real binaries together: the simulator, the prober
+// and a real Prometheus (Debian's prometheus package) loading
+// alerts/llm-prober-rules.yml, and asserts through Prometheus' HTTP API what
+// a user of the dashboards and alerts would see.
+//
+// Two simulators run side by side. "sim-triton" is healthy and exposes
+// Triton-named metrics (the naming that covers every normalised
+// llm_server_* metric, batch size included); it feeds the latency,
+// server-metric and dashboard assertions. "sim-flaky" answers every request
+// with HTTP 503 (--fault.error-rate 1) until the test restarts it healthy;
+// it drives LLMProbeFailing.
+//
+// Why the flaky target fails from the start rather than after a healthy
+// period: LLMProbeFailing (the real rules file, unmodified) requires no
+// success in the last 5 minutes and then holds for 1 minute, so a target
+// that succeeded once cannot fire for 6 minutes. A target failing from its
+// first probe fires after about 1 minute, which keeps the whole test near
+// 2 minutes while using the rules exactly as shipped. The 5-minute
+// no-success condition itself is covered by promtool's unit tests
+// (alerts/llm-prober-rules.test.yml).
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/llm-prober/llm-prober/dashboards"
+)
+
+const (
+	// The healthy simulator's configured TTFT: --latency.ttft-base plus
+	// about 20 prompt tokens at the default 50µs prefill per token.
+	simTTFTBase = 70 * time.Millisecond
+	simTTFT     = simTTFTBase + time.Millisecond
+	simDecode   = 8 * time.Millisecond // default --latency.decode-base
+	// testDeadline bounds everything after the build; a run takes about
+	// 80 s (the alert's 1m "for" dominates).
+	testDeadline = 4 * time.Minute
+)
+
+// e2eValues are the template variable values of the dashboard queries:
+// everything selected, windows short enough for a run of a few minutes.
+var e2eValues = map[string]string{
+	"job": ".*", "target": ".*", "probe": ".*", "model": ".*",
+	"__rate_interval": "20s", "__interval": "2s", "__range": "2m",
+}
+
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test skipped in -short mode")
+	}
+	prometheusBin := requirePrometheus(t)
+	root := repoRoot(t)
+	dir := t.TempDir()
+	// Building can be slow while go test builds other packages beside it;
+	// it has its own bound, outside the test's.
+	buildStart := time.Now()
+	buildCtx, cancelBuild := context.WithTimeout(context.Background(), 5*time.Minute)
+	bin := buildProber(buildCtx, t, root, dir)
+	cancelBuild()
+	t.Logf("built llm-prober in %s", time.Since(buildStart).Round(time.Millisecond))
+
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+
+	simA, simB, proberAddr, promAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	simArgs := []string{"simulate", "--log.level=warn"}
+	// The simulator's Triton gRPC API listens on a fixed default port; the
+	// test does not use it, so turn it off where the flag exists.
+	if help, _ := exec.Command(bin, "simulate", "--help").CombinedOutput(); bytes.Contains(help, []byte("--grpc-listen")) {
+		simArgs = append(simArgs, "--grpc-listen=")
+	}
+	startSim := func(addr string, extra ...string) *process {
+		args := append(append(append([]string{}, simArgs...), "--listen", addr), extra...)
+		p := startProcess(t, dir, "simulate-"+addr, bin, args...)
+		waitHTTP(ctx, t, "http://"+addr+"/health", p)
+		return p
+	}
+	startSim(simA, "--metrics.naming", "triton",
+		"--latency.ttft-base", simTTFTBase.String(), "--latency.jitter", "0.02")
+	flaky := startSim(simB, "--fault.error-rate", "1")
+
+	cfgPath := filepath.Join(dir, "llm-prober.yml")
+	writeFile(t, cfgPath, fmt.Sprintf(proberConfig, simA, simA, simB, simB))
+	prober := startProcess(t, dir, "llm-prober", bin,
+		"--config.file="+cfgPath, "--web.listen-address="+proberAddr, "--log.level=warn")
+	waitHTTP(ctx, t, "http://"+proberAddr+"/-/ready", prober)
+
+	promCfg := filepath.Join(dir, "prometheus.yml")
+	writeFile(t, promCfg, fmt.Sprintf(prometheusConfig, filepath.Join(root, "alerts", "llm-prober-rules.yml"), proberAddr))
+	prom := startProcess(t, dir, "prometheus", prometheusBin,
+		"--config.file="+promCfg,
+		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
+		"--web.listen-address="+promAddr,
+		"--log.level=warn")
+	waitHTTP(ctx, t, "http://"+promAddr+"/-/ready", prom)
+	api := &promAPI{base: "http://" + promAddr}
+	checkRulesLoaded(ctx, t, api)
+	t.Logf("everything running after %s", time.Since(start).Round(time.Millisecond))
+
+	// LLMProbeFailing must never fire for the healthy target; every
+	// alerts poll below checks that.
+	checkAlerts := func() []alert {
+		as, err := api.alerts(ctx)
+		if err != nil {
+			return nil
+		}
+		for _, a := range as {
+			if a.Labels["target"] == "sim-triton" && a.Labels["alertname"] == "LLMProbeFailing" {
+				t.Errorf("LLMProbeFailing for the healthy target: %+v", a)
+			}
+		}
+		return as
+	}
+
+	t.Run("ttft", func(t *testing.T) { checkLatency(ctx, t, api) })
+	t.Run("server metrics", func(t *testing.T) { checkServerMetrics(ctx, t, api, root) })
+	t.Run("dashboards", func(t *testing.T) { checkDashboards(ctx, t, api, root) })
+	t.Logf("latency, server metrics and dashboards checked after %s", time.Since(start).Round(time.Millisecond))
+
+	// The flaky target has failed since its first probe: LLMProbeFailing
+	// fires once three failures are in and its 1m "for" has passed.
+	var fired alert
+	poll(ctx, t, "LLMProbeFailing firing for sim-flaky", 2*time.Second, func() (bool, string) {
+		as := checkAlerts()
+		for _, a := range as {
+			if a.Labels["alertname"] == "LLMProbeFailing" && a.Labels["target"] == "sim-flaky" {
+				if a.State == "firing" {
+					fired = a
+					return true, ""
+				}
+				return false, "state " + a.State
+			}
+		}
+		return false, fmt.Sprintf("not active; active alerts: %v", alertNames(as))
+	})
+	t.Logf("LLMProbeFailing fired after %s: %v", time.Since(start).Round(time.Millisecond), fired.Labels)
+	for k, want := range map[string]string{"severity": "page", "probe": "steady", "model": "sim-llm", "job": "llm-prober"} {
+		if fired.Labels[k] != want {
+			t.Errorf("fired alert label %s=%q, want %q", k, fired.Labels[k], want)
+		}
+	}
+	if !strings.HasSuffix(fired.Annotations["runbook_url"], "docs/runbook.md#llmprobefailing") ||
+		!strings.Contains(fired.Annotations["description"], "sim-flaky") {
+		t.Errorf("fired alert annotations: %v", fired.Annotations)
+	}
+	// The dashboards' alert annotation query sees it too.
+	t.Run("dashboard annotations", func(t *testing.T) { checkAnnotations(ctx, t, api, root) })
+
+	// Restore the flaky simulator: the next success resolves the alert.
+	flaky.stop()
+	startSim(simB)
+	poll(ctx, t, "LLMProbeFailing for sim-flaky resolved", 2*time.Second, func() (bool, string) {
+		for _, a := range checkAlerts() {
+			if a.Labels["alertname"] == "LLMProbeFailing" && a.Labels["target"] == "sim-flaky" {
+				return false, "still " + a.State
+			}
+		}
+		return true, ""
+	})
+	if v, err := api.value(ctx, `llm_probe_success{target="sim-flaky"}`); err != nil || v != 1 {
+		t.Errorf("llm_probe_success of the restored target = %v (%v), want 1", v, err)
+	}
+	t.Logf("resolved after %s in total", time.Since(start).Round(time.Millisecond))
+}
+
+// proberConfig probes both simulators every second; the SLO thresholds
+// are far above the configured latencies.
+const proberConfig = `targets:
+  - name: sim-triton
+    protocol: openai_chat
+    url: http://%s
+    model: sim-llm
+    timeout: 20s
+    stream_idle_timeout: 10s
+    server_metrics: {url: http://%s/metrics, kind: auto, timeout: 2s}
+    probes:
+      - name: steady
+        workload: short
+        schedule: {every: 1s}
+        slo: {ttft: 250ms, tpot: 20ms, objective: 0.99}
+  - name: sim-flaky
+    protocol: openai_chat
+    url: http://%s
+    model: sim-llm
+    timeout: 20s
+    server_metrics: {url: http://%s/metrics, kind: vllm, timeout: 2s}
+    probes:
+      - name: steady
+        workload: short
+        schedule: {every: 1s}
+        slo: {ttft: 250ms, objective: 0.99}
+workloads:
+  short:
+    prompts:
+      inline: ["Explain in two sentences what a KV cache is."]
+    max_tokens: 16
+    ignore_eos: true
+gpus:
+  enabled: false
+`
+
+// prometheusConfig: 1 s scrape and rule evaluation (the SLO recording
+// group keeps its own 30 s interval from the rules file), the real rules.
+const prometheusConfig = `global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+rule_files:
+  - %s
+scrape_configs:
+  - job_name: llm-prober
+    static_configs:
+      - targets: ['%s']
+`
+
+func checkRulesLoaded(ctx context.Context, t *testing.T, api *promAPI) {
+	var resp struct {
+		Groups []struct {
+			Name  string `json:"name"`
+			Rules []struct {
+				Name     string  `json:"name"`
+				Type     string  `json:"type"`
+				Duration float64 `json:"duration"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := api.get(ctx, "/api/v1/rules", nil, &resp); err != nil {
+		t.Fatalf("rules: %v", err)
+	}
+	found := false
+	for _, g := range resp.Groups {
+		for _, r := range g.Rules {
+			if r.Name == "LLMProbeFailing" {
+				found = true
+				if r.Duration != 60 {
+					t.Errorf("LLMProbeFailing for = %vs, want the shipped 60s", r.Duration)
+				}
+			}
+		}
+	}
+	if len(resp.Groups) < 5 || !found {
+		t.Fatalf("alerts/llm-prober-rules.yml not loaded: %d groups, LLMProbeFailing found %v", len(resp.Groups), found)
+	}
+}
+
+// checkLatency compares the TTFT and TPOT Prometheus computes from the
+// prober's histograms with the simulator's configured latencies.
+func checkLatency(ctx context.Context, t *testing.T, api *promAPI) {
+	sel := `{target="sim-triton", probe="steady"}`
+	poll(ctx, t, "15 TTFT observations", time.Second, func() (bool, string) {
+		v, err := api.value(ctx, "sum(llm_probe_time_to_first_token_seconds_count"+sel+")")
+		return err == nil && v >= 15, fmt.Sprintf("%v %v", v, err)
+	})
+	want := simTTFT.Seconds()
+	p50, err := api.value(ctx, "histogram_quantile(0.5, sum by (le) (rate(llm_probe_time_to_first_token_seconds_bucket"+sel+"[1m])))")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Classic buckets around 71 ms are 0.06 and 0.08 (then 0.1, 0.25):
+	// interpolation within them, and a loaded machine, allow this much.
+	if p50 < 0.7*want || p50 > 1.5*want {
+		t.Errorf("TTFT p50 = %.4fs, want about %.4fs (0.7x..1.5x)", p50, want)
+	}
+	mean, err := api.value(ctx, "sum(rate(llm_probe_time_to_first_token_seconds_sum"+sel+"[1m])) / sum(rate(llm_probe_time_to_first_token_seconds_count"+sel+"[1m]))")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The mean is exact (no buckets); the prober cannot see a first token
+	// before the simulator sends it, and loopback adds little.
+	if mean < 0.95*simTTFTBase.Seconds() || mean > want+0.1 {
+		t.Errorf("TTFT mean = %.4fs, want %.4fs..%.4fs", mean, 0.95*simTTFTBase.Seconds(), want+0.1)
+	}
+	tpot, err := api.value(ctx, "sum(rate(llm_probe_time_per_output_token_seconds_sum"+sel+"[1m])) / sum(rate(llm_probe_time_per_output_token_seconds_count"+sel+"[1m]))")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tpot < 0.9*simDecode.Seconds() || tpot > simDecode.Seconds()+0.03 {
+		t.Errorf("TPOT mean = %.4fs, want about %s", tpot, simDecode)
+	}
+	t.Logf("TTFT p50 %.1f ms, mean %.1f ms (configured %s); TPOT mean %.2f ms", p50*1e3, mean*1e3, simTTFT, tpot*1e3)
+}
+
+var serverMetricRE = regexp.MustCompile("`(llm_server_[a-z_]+)`")
+
+// checkServerMetrics: every llm_server_* metric docs/metrics.md documents
+// is present for the Triton-named simulator, with its server label.
+func checkServerMetrics(ctx context.Context, t *testing.T, api *promAPI, root string) {
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "metrics.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, m := range serverMetricRE.FindAllStringSubmatch(string(doc), -1) {
+		names[m[1]] = true
+	}
+	if len(names) < 10 {
+		t.Fatalf("found only %d llm_server_* names in docs/metrics.md", len(names))
+	}
+	// Label values that must each be present.
+	variants := map[string][]string{
+		"llm_server_requests_total":       {`result="success"`, `result="failure"`},
+		"llm_server_phase_seconds_total":  {`phase="queue"`, `phase="compute"`, `phase="e2e"`},
+		"llm_server_phase_requests_total": {`phase="queue"`, `phase="compute"`, `phase="e2e"`},
+	}
+	var queries []string
+	for name := range names {
+		vs := variants[name]
+		if vs == nil {
+			vs = []string{""}
+		}
+		for _, v := range vs {
+			queries = append(queries, fmt.Sprintf(`%s{target="sim-triton"%s}`, name, prefixComma(v)))
+		}
+	}
+	sort.Strings(queries)
+	poll(ctx, t, "every llm_server_* metric", time.Second, func() (bool, string) {
+		var missing []string
+		for _, q := range queries {
+			if n, err := api.count(ctx, q); err != nil || n == 0 {
+				missing = append(missing, q)
+			}
+		}
+		return len(missing) == 0, "missing " + strings.Join(missing, ", ")
+	})
+	if v, err := api.value(ctx, `llm_server_up{target="sim-triton"}`); err != nil || v != 1 {
+		t.Errorf(`llm_server_up = %v (%v), want 1`, v, err)
+	}
+	if n, err := api.count(ctx, `llm_server_requests_waiting{target="sim-triton", server="triton", model="sim-llm"}`); err != nil || n != 1 {
+		t.Errorf(`llm_server_requests_waiting{server="triton", model="sim-llm"}: %d series (%v), want 1 (kind auto should detect Triton)`, n, err)
+	}
+	if v, err := api.value(ctx, `sum(llm_server_requests_total{target="sim-triton", result="success"})`); err != nil || v < 1 {
+		t.Errorf("server success counter = %v (%v), want > 0", v, err)
+	}
+}
+
+func prefixComma(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ", " + s
+}
+
+// readDashboards parses the shipped dashboard files.
+func readDashboards(t *testing.T, root string) map[string]*dashboards.Dashboard {
+	paths, err := filepath.Glob(filepath.Join(root, "dashboards", "*.json"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no dashboards: %v", err)
+	}
+	out := map[string]*dashboards.Dashboard{}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d dashboards.Dashboard
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		out[filepath.Base(p)] = &d
+	}
+	return out
+}
+
+// checkDashboards: every panel query and variable selector of every
+// dashboard returns at least one finite value. Exempt: GPU panels
+// (llm_gpu_*: no GPU and no NVML here) and the alert annotation query,
+// checked once an alert fires.
+func checkDashboards(ctx context.Context, t *testing.T, api *promAPI, root string) {
+	type check struct{ where, expr string }
+	var checks []check
+	exempt := 0
+	for name, d := range readDashboards(t, root) {
+		for _, q := range dashboards.Queries(d) {
+			if q.Kind == "annotation" || strings.Contains(q.Expr, "llm_gpu_") {
+				exempt++
+				continue
+			}
+			expr, err := dashboards.Substitute(q.Expr, e2eValues)
+			if err != nil {
+				t.Errorf("%s %s: %v", name, q.Where, err)
+				continue
+			}
+			checks = append(checks, check{name + " " + q.Where, expr})
+		}
+	}
+	// The SLO recording rules are evaluated every 30 s: allow a few rounds.
+	poll(ctx, t, "every dashboard query returning data", 3*time.Second, func() (bool, string) {
+		var empty []string
+		for _, c := range checks {
+			if n, err := api.finite(ctx, c.expr); err != nil || n == 0 {
+				empty = append(empty, fmt.Sprintf("%s: %s (%v)", c.where, c.expr, err))
+			}
+		}
+		return len(empty) == 0, fmt.Sprintf("%d of %d without data:\n%s", len(empty), len(checks), strings.Join(empty, "\n"))
+	})
+	t.Logf("%d dashboard queries return data (%d exempt: GPU panels, alert annotations)", len(checks), exempt)
+}
+
+func checkAnnotations(ctx context.Context, t *testing.T, api *promAPI, root string) {
+	for name, d := range readDashboards(t, root) {
+		for _, q := range dashboards.Queries(d) {
+			if q.Kind != "annotation" {
+				continue
+			}
+			expr, err := dashboards.Substitute(q.Expr, e2eValues)
+			if err != nil {
+				t.Fatal(err)
+			}
+			poll(ctx, t, name+" "+q.Where, time.Second, func() (bool, string) {
+				n, err := api.count(ctx, expr)
+				return err == nil && n > 0, fmt.Sprintf("%s: %d series, %v", expr, n, err)
+			})
+		}
+	}
+}
+
+// --- Prometheus HTTP API ---------------------------------------------------
+
+type promAPI struct{ base string }
+
+var httpClient = &http.Client{Timeout: 10 * time.Second}
+
+func (a *promAPI) get(ctx context.Context, path string, params url.Values, out any) error {
+	u := a.base + path
+	if params != nil {
+		u += "?" + params.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	var env struct {
+		Status string          `json:"status"`
+		Error  string          `json:"error"`
+		Data   json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(b, &env); err != nil {
+		return fmt.Errorf("%s: HTTP %d: %s", path, resp.StatusCode, b)
+	}
+	if env.Status != "success" {
+		return fmt.Errorf("%s: %s", path, env.Error)
+	}
+	return json.Unmarshal(env.Data, out)
+}
+
+type sample struct {
+	Metric map[string]string `json:"metric"`
+	Value  [2]any            `json:"value"`
+}
+
+// query runs an instant query and returns the vector's values.
+func (a *promAPI) query(ctx context.Context, expr string) ([]float64, error) {
+	var data struct {
+		ResultType string          `json:"resultType"`
+		Result     json.RawMessage `json:"result"`
+	}
+	if err := a.get(ctx, "/api/v1/query", url.Values{"query": {expr}}, &data); err != nil {
+		return nil, err
+	}
+	var vals []float64
+	switch data.ResultType {
+	case "vector":
+		var ss []sample
+		if err := json.Unmarshal(data.Result, &ss); err != nil {
+			return nil, err
+		}
+		for _, s := range ss {
+			str, _ := s.Value[1].(string)
+			v, err := strconv.ParseFloat(str, 64)
+			if err != nil {
+				return nil, fmt.Errorf("value %q: %w", str, err)
+			}
+			vals = append(vals, v)
+		}
+	case "scalar":
+		var s [2]any
+		if err := json.Unmarshal(data.Result, &s); err != nil {
+			return nil, err
+		}
+		str, _ := s[1].(string)
+		v, err := strconv.ParseFloat(str, 64)
+		if err != nil {
+			return nil, err
+		}
+		vals = append(vals, v)
+	default:
+		return nil, fmt.Errorf("unexpected result type %s", data.ResultType)
+	}
+	return vals, nil
+}
+
+func (a *promAPI) count(ctx context.Context, expr string) (int, error) {
+	vs, err := a.query(ctx, expr)
+	return len(vs), err
+}
+
+// finite counts the finite values of a query's result.
+func (a *promAPI) finite(ctx context.Context, expr string) (int, error) {
+	vs, err := a.query(ctx, expr)
+	n := 0
+	for _, v := range vs {
+		if !math.IsNaN(v) && !math.IsInf(v, 0) {
+			n++
+		}
+	}
+	return n, err
+}
+
+// value returns the single value of a query.
+func (a *promAPI) value(ctx context.Context, expr string) (float64, error) {
+	vs, err := a.query(ctx, expr)
+	if err != nil {
+		return 0, err
+	}
+	if len(vs) != 1 {
+		return 0, fmt.Errorf("%s: %d results, want 1", expr, len(vs))
+	}
+	return vs[0], nil
+}
+
+type alert struct {
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+	State       string            `json:"state"`
+}
+
+func (a *promAPI) alerts(ctx context.Context) ([]alert, error) {
+	var data struct {
+		Alerts []alert `json:"alerts"`
+	}
+	err := a.get(ctx, "/api/v1/alerts", nil, &data)
+	return data.Alerts, err
+}
+
+func alertNames(as []alert) []string {
+	var names []string
+	for _, a := range as {
+		names = append(names, a.Labels["alertname"]+"/"+a.Labels["target"]+"/"+a.State)
+	}
+	return names
+}
+
+// --- processes and helpers ---------------------------------------------------
+
+// requirePrometheus finds the prometheus binary. make test installs
+// Debian's prometheus package (scripts/ensure-promtool.sh) and sets
+// LLM_PROBER_REQUIRE_PROMTOOL, so the test skips only when run by hand on
+// a machine without it.
+func requirePrometheus(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("prometheus")
+	if err != nil {
+		msg := "prometheus not on PATH: the end-to-end test needs a real Prometheus. Install Debian's prometheus package (apt-get install prometheus, which also gives promtool; `make test` does it through scripts/ensure-promtool.sh) or put a prometheus 2.42+ binary on PATH"
+		if os.Getenv("LLM_PROBER_REQUIRE_PROMTOOL") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return path
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("cannot locate the test file")
+	}
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// buildProber builds the daemon as make build does (without the version
+// stamp), into dir.
+func buildProber(ctx context.Context, t *testing.T, root, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "llm-prober")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/llm-prober")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// process is a child in its own process group, so stopping it also stops
+// anything it started.
+type process struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+	once    sync.Once
+	t       *testing.T
+}
+
+func startProcess(t *testing.T, dir, name, bin string, args ...string) *process {
+	t.Helper()
+	logPath := filepath.Join(dir, strings.NewReplacer(":", "_", "/", "_").Replace(name)+fmt.Sprintf("-%d.log", time.Now().UnixNano()))
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{}), t: t}
+	go func() {
+		_ = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			t.Logf("--- last lines of %s (%s) ---\n%s", name, strings.Join(args, " "), tail(logPath, 40))
+		}
+	})
+	return p
+}
+
+// stop sends SIGTERM to the process group, then SIGKILL after 10 s.
+func (p *process) stop() {
+	p.once.Do(func() {
+		pgid := p.cmd.Process.Pid
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			p.t.Logf("%s did not stop within 10s of SIGTERM; killing it", p.name)
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			<-p.done
+		}
+	})
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// waitHTTP polls url until it answers 200, failing when p exits first.
+func waitHTTP(ctx context.Context, t *testing.T, u string, p *process) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		resp, err := httpClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if p.exited() {
+			t.Fatalf("%s exited before %s answered:\n%s", p.name, u, tail(p.logPath, 40))
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: no 200 from %s within a minute (last error %v)", p.name, u, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// poll calls check every interval until it reports true or the test's
+// deadline passes; then it fails with check's last explanation.
+func poll(ctx context.Context, t *testing.T, what string, interval time.Duration, check func() (bool, string)) {
+	t.Helper()
+	start := time.Now()
+	last := ""
+	for {
+		ok, why := check()
+		if ok {
+			return
+		}
+		last = why
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waited %s for %s: %s", time.Since(start).Round(time.Second), what, last)
+		case <-time.After(interval):
+		}
+	}
+}
