@@ -6,7 +6,8 @@ import "fmt"
 // selected targets: with a sidecar, the GPUs of the selected server's pod.
 // throttlingReasons are the clock throttle reasons that cost performance
 // (gpu_idle, application and display clock settings and sync boost do not
-// point at a problem); the LLMGPUThrottled alert uses the same list.
+// point at a problem); the LLMGPUThrottled alert uses them without
+// sw_power_cap.
 const throttlingReasons = "sw_power_cap|hw_slowdown|sw_thermal_slowdown|hw_thermal_slowdown|hw_power_brake_slowdown"
 
 const gpuOfTargets = "\nand on (job, instance)\nllm_probe_requests_total{job=~\"$job\", target=~\"$target\"}"
@@ -95,7 +96,7 @@ func servingStack() *Dashboard {
 		"Current SM clock; drops with throttling.",
 		"hertz", q(gpu("llm_gpu_sm_clock_hertz"), "{{instance}} GPU {{gpu}}")))
 	b.add(8, 8, withStack(timeseries("GPU clock throttle reasons",
-		"Reasons NVML reports for holding clocks down, excluding gpu_idle (normal) and application/display settings. LLMGPUThrottled fires when one persists.",
+		"Reasons NVML reports for holding clocks down, excluding gpu_idle (normal) and application/display settings. LLMGPUThrottled fires when a thermal or hardware reason persists; sw_power_cap alone is normal for a busy GPU.",
 		"short",
 		q(fmt.Sprintf(`max by (job, instance, gpu, reason) (llm_gpu_clock_throttle_reason{%s, reason=~"%s"})%s`, gs, throttlingReasons, gpuOfTargets),
 			"{{instance}} GPU {{gpu}} {{reason}}"))))
