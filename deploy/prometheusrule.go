@@ -1,5 +1,6 @@
 // Package deploy generates the Kubernetes PrometheusRule from alerts/ and
-// holds the tests of the manifests in deploy/kubernetes.
+// holds the tests of the manifests in deploy/kubernetes and of the
+// runbook links of the alerts.
 package deploy
 
 import (
