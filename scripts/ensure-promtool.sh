@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Makes sure promtool is on PATH, installing Debian's prometheus package when
-# it is not. Idempotent: does nothing when promtool is already there.
+# Makes sure promtool and prometheus (the end-to-end test runs a real one)
+# are on PATH, installing Debian's prometheus package, which provides both,
+# when they are not. Idempotent: does nothing when both are already there.
 set -euo pipefail
-if command -v promtool >/dev/null 2>&1; then
+if command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; then
 	exit 0
 fi
-echo "promtool not found; installing Debian's prometheus package (gives promtool 2.42)..." >&2
+echo "promtool or prometheus not found; installing Debian's prometheus package (gives both, 2.42)..." >&2
 if ! command -v apt-get >/dev/null 2>&1; then
 	echo "ERROR: promtool is missing and apt-get is not available. Install Prometheus' promtool (2.42 or newer) and put it on PATH." >&2
 	exit 1
@@ -27,8 +28,10 @@ $sudo apt-get install -y --no-install-recommends prometheus >/dev/null 2>&1 ||
 	echo "ERROR: could not install Debian's prometheus package (apt-get install prometheus failed); install promtool by hand." >&2
 	exit 1
 }
-if ! command -v promtool >/dev/null 2>&1; then
-	echo "ERROR: the prometheus package installed but promtool is not on PATH." >&2
-	exit 1
-fi
+for tool in promtool prometheus; do
+	if ! command -v "$tool" >/dev/null 2>&1; then
+		echo "ERROR: the prometheus package installed but $tool is not on PATH." >&2
+		exit 1
+	fi
+done
 echo "promtool installed: $(promtool --version 2>&1 | head -n1)" >&2
