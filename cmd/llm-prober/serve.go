@@ -172,6 +172,11 @@ func serve(ctx context.Context, opts serveOptions) int {
 
 	d := newDaemon(opts)
 	defer d.gpus.Close()
+	handler, err := d.handler()
+	if err != nil {
+		logger.Error("Cannot build the landing page", "err", err)
+		return 1
+	}
 	if err := d.config.Reload(); err != nil {
 		fmt.Fprintf(opts.stderr, "llm-prober: invalid configuration, not starting:\n%v\n", err)
 		d.prober.stop(ctx)
@@ -183,12 +188,6 @@ func serve(ctx context.Context, opts serveOptions) int {
 		return 1
 	}
 	d.ready.Store(true)
-
-	handler, err := d.handler()
-	if err != nil {
-		logger.Error("Cannot build the landing page", "err", err)
-		return 1
-	}
 
 	reloadSignals := opts.reloadSignals
 	if reloadSignals == nil {
