@@ -88,6 +88,15 @@ type ServerMetrics struct {
 	Timeout model.Duration `yaml:"timeout"`
 }
 
+// Endpoint is where the target is reached, for messages: its URL, or its
+// gRPC address.
+func (t *Target) Endpoint() string {
+	if t.URL != "" {
+		return t.URL
+	}
+	return t.Address
+}
+
 // Probe is one kind of request sent to a target on a schedule.
 type Probe struct {
 	Name     string `yaml:"name"`

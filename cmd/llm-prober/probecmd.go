@@ -45,7 +45,7 @@ func probeOnce(ctx context.Context, configFile, targetName, probeName string, lo
 	}
 	d, err := probe.NewDriver(target.Protocol, driverOptions(target), logger)
 	if err != nil {
-		fmt.Fprintf(stderr, "llm-prober: target %s (%s): %v\n", target.Name, target.URL, err)
+		fmt.Fprintf(stderr, "llm-prober: target %s (%s): %v\n", target.Name, target.Endpoint(), err)
 		return 1
 	}
 	defer d.Close()

@@ -109,7 +109,7 @@ func (p *prober) apply(cfg *config.Config) {
 		if err != nil {
 			// Config validation accepts only protocols with drivers, so
 			// this is a TLS file that vanished or similar.
-			p.logger.Error("Cannot set up target; its probes will not run", "target", t.Name, "url", t.URL, "err", err)
+			p.logger.Error("Cannot set up target; its probes will not run", "target", t.Name, "endpoint", t.Endpoint(), "err", err)
 			continue
 		}
 		newTargets[t.Name] = &targetState{fingerprint: fp, driver: d, limiter: schedule.NewLimiter(t.MaxInFlight)}
@@ -193,7 +193,7 @@ func (p *prober) job(t *config.Target, pc *config.Probe, w *config.Workload, ts 
 			lastOK.Unlock()
 			switch {
 			case !ok && changed:
-				logger.Warn("Probe failing", "outcome", res.Outcome, "request_id", res.RequestID, "url", t.URL, "err", res.Err)
+				logger.Warn("Probe failing", "outcome", res.Outcome, "request_id", res.RequestID, "endpoint", t.Endpoint(), "err", res.Err)
 			case ok && changed:
 				logger.Info("Probe succeeding again", "request_id", res.RequestID)
 			default:
