@@ -14,6 +14,7 @@ import (
 
 type schedDescs struct {
 	burstSpread, outMismatch, inMismatch *prometheus.Desc
+	scheduled, inFlight                  *prometheus.Desc
 }
 
 func newSchedDescs(base []string) schedDescs {
@@ -27,6 +28,12 @@ func newSchedDescs(base []string) schedDescs {
 		inMismatch: prometheus.NewDesc("llm_probe_input_length_mismatch_total",
 			"Successful requests with a synthetic prompt whose server-counted prompt tokens differ from the target length by more than 10% (plus 32 tokens of chat template).",
 			base, nil),
+		scheduled: prometheus.NewDesc("llm_probe_scheduled_total",
+			"Arrivals the probe's schedule produced. Each is either skipped (llm_probe_skipped_total) or sent, and a sent request is counted in llm_probe_requests_total when it ends: scheduled = sum of requests + sum of skipped + in flight.",
+			base, nil),
+		inFlight: prometheus.NewDesc("llm_probe_in_flight_requests",
+			"Requests of the probe sent and not yet ended.",
+			base, nil),
 	}
 }
 
@@ -34,6 +41,8 @@ func (d *schedDescs) describe(ch chan<- *prometheus.Desc) {
 	ch <- d.burstSpread
 	ch <- d.outMismatch
 	ch <- d.inMismatch
+	ch <- d.scheduled
+	ch <- d.inFlight
 }
 
 // burstSpreadBuckets: goroutines released together start within
@@ -46,6 +55,8 @@ func burstSpreadBuckets() []float64 {
 type schedSeries struct {
 	s                       *series
 	outMismatch, inMismatch prometheus.Counter
+	scheduled               prometheus.Counter
+	inFlight                prometheus.Gauge
 
 	// The spread histogram is created by the first burst, so probes that
 	// never burst do not export an empty one.
@@ -57,9 +68,12 @@ type schedSeries struct {
 func (ss *schedSeries) init(s *series) {
 	ss.s = s
 	ss.outMismatch, ss.inMismatch = newCounter(), newCounter()
+	ss.scheduled, ss.inFlight = newCounter(), newGauge()
 	s.always = append(s.always,
 		newLabelled(s.d.sched.outMismatch, ss.outMismatch, s.base...),
-		newLabelled(s.d.sched.inMismatch, ss.inMismatch, s.base...))
+		newLabelled(s.d.sched.inMismatch, ss.inMismatch, s.base...),
+		newLabelled(s.d.sched.scheduled, ss.scheduled, s.base...),
+		newLabelled(s.d.sched.inFlight, ss.inFlight, s.base...))
 }
 
 func (ss *schedSeries) collect(ch chan<- prometheus.Metric) {
@@ -101,5 +115,22 @@ func (m *ProbeMetrics) OutputLengthMismatch(target, probeName string) {
 func (m *ProbeMetrics) InputLengthMismatch(target, probeName string) {
 	if s := m.lookup(target, probeName); s != nil {
 		s.sched.inMismatch.Inc()
+	}
+}
+
+// Scheduled counts one arrival of the probe's schedule, sent or skipped.
+// With Skipped, Observe and InFlight it makes the accounting checkable:
+// every arrival ends up in exactly one of requests, skipped or in flight.
+func (m *ProbeMetrics) Scheduled(target, probeName string) {
+	if s := m.lookup(target, probeName); s != nil {
+		s.sched.scheduled.Inc()
+	}
+}
+
+// InFlight adds delta (+1 when a request is sent, -1 once its result was
+// observed) to the probe's in-flight gauge.
+func (m *ProbeMetrics) InFlight(target, probeName string, delta float64) {
+	if s := m.lookup(target, probeName); s != nil {
+		s.sched.inFlight.Add(delta)
 	}
 }

@@ -169,9 +169,18 @@ func (p *prober) job(t *config.Target, pc *config.Probe, w *config.Workload, ts 
 		Fingerprint: ts.fingerprint + fingerprint(pc, w),
 		Spec:        pc.Schedule.Spec(),
 		Limiter:     ts.limiter,
-		Skipped:     func(reason string) { p.metrics.Skipped(t.Name, pc.Name, reason) },
+		Skipped: func(reason string) {
+			p.metrics.Scheduled(t.Name, pc.Name)
+			p.metrics.Skipped(t.Name, pc.Name, reason)
+		},
 		BurstSpread: func(d time.Duration) { p.metrics.ObserveBurstSpread(t.Name, pc.Name, d) },
 		Run: func(ctx context.Context, tk schedule.Ticket) bool {
+			// Counted before anything can fail, and out of flight only once
+			// the result is recorded: scheduled = requests + skipped + in
+			// flight holds at every scrape after the last Run returned.
+			p.metrics.Scheduled(t.Name, pc.Name)
+			p.metrics.InFlight(t.Name, pc.Name, 1)
+			defer p.metrics.InFlight(t.Name, pc.Name, -1)
 			draw := gen.Draw(t.Model)
 			req := draw.Request
 			req.Stream = stream
