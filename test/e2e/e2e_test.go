@@ -73,6 +73,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	prometheusBin := requirePrometheus(t)
 	root := repoRoot(t)
+	recordInputs(t, root)
 	dir := t.TempDir()
 	// Building can be slow while go test builds other packages beside it;
 	// it has its own bound, outside the test's.
@@ -599,6 +600,36 @@ func repoRoot(t *testing.T) string {
 		t.Fatal("cannot locate the test file")
 	}
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// recordInputs reads every file the binaries and Prometheus will read
+// (sources, go.mod, rules, dashboards, docs) from this process. go test
+// caches a test's result keyed on the files the test itself opened; the
+// build and Prometheus run in child processes, so without this a changed
+// source or rules file would not invalidate a cached pass.
+func recordInputs(t *testing.T, root string) {
+	t.Helper()
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(name, ".") || name == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(name) {
+		case ".go", ".yml", ".yaml", ".json", ".md", ".mod", ".sum", ".proto":
+			_, err := os.ReadFile(path)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("reading the sources: %v", err)
+	}
 }
 
 // buildProber builds the daemon as make build does (without the version
