@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// daemonStats is the daemon with 100 probes configured, probing the
+// simulator: its memory and its /metrics.
+type daemonStats struct {
+	probes              int
+	duration            time.Duration
+	rssMax, rssEnd      float64
+	cpuPercent          float64
+	requests            float64
+	text, proto         scrapeStats
+}
+
+type scrapeStats struct {
+	p50, max time.Duration
+	bytes    int
+}
+
+const (
+	daemonTargets          = 10
+	daemonProbesPerTarget  = 10
+	daemonProbeEvery       = "2s"
+	daemonMetricsScrapes   = 20
+	acceptProtobuf         = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"
+	acceptText             = "text/plain;version=0.0.4"
+	clockTicksPerSecond    = 100 // USER_HZ on Linux
+	daemonStartupAllowance = 15 * time.Second
+)
+
+// daemonConfig is 10 targets × 10 probes, each probe every 2 s with SLOs,
+// so every series the daemon can export for a probe exists.
+func daemonConfig(simURL string, tokens int) string {
+	var b strings.Builder
+	b.WriteString("targets:\n")
+	for t := range daemonTargets {
+		fmt.Fprintf(&b, "  - name: sim-%02d\n    protocol: openai_chat\n    url: %s\n    model: sim-llm\n    timeout: 30s\n    probes:\n", t, simURL)
+		for p := range daemonProbesPerTarget {
+			fmt.Fprintf(&b, "      - name: probe-%02d\n        workload: perf\n        schedule: {every: %s, jitter: %s}\n        slo: {ttft: 250ms, tpot: 20ms, objective: 0.99}\n",
+				p, daemonProbeEvery, daemonProbeEvery)
+		}
+	}
+	fmt.Fprintf(&b, "workloads:\n  perf:\n    prompts:\n      inline: [%q]\n    max_tokens: %d\n    ignore_eos: true\n", prompt, tokens)
+	b.WriteString("gpus:\n  enabled: \"false\"\n")
+	return b.String()
+}
+
+func measureDaemon(ctx context.Context, o options, sim *simProcess) (daemonStats, error) {
+	ds := daemonStats{probes: daemonTargets * daemonProbesPerTarget, duration: o.daemonDuration}
+	cfgFile := filepath.Join(sim.dir, "llm-prober.yml")
+	if err := os.WriteFile(cfgFile, []byte(daemonConfig(sim.url, o.outputTokens)), 0o600); err != nil {
+		return ds, err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return ds, err
+	}
+	cmd := exec.CommandContext(ctx, o.bin, "--config.file", cfgFile, "--web.listen-address", addr, "--log.level=warn")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	if err := cmd.Start(); err != nil {
+		return ds, err
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	base := "http://" + addr
+	if err := waitHTTP(ctx, base+"/-/ready", daemonStartupAllowance); err != nil {
+		return ds, err
+	}
+	pid := cmd.Process.Pid
+	cpu0, t0 := procCPU(pid), time.Now()
+	for end := time.Now().Add(o.daemonDuration); time.Now().Before(end); {
+		select {
+		case <-ctx.Done():
+			return ds, ctx.Err()
+		case <-time.After(time.Second):
+		}
+		ds.rssMax = max(ds.rssMax, rssMB(pid))
+	}
+	ds.cpuPercent = 100 * (procCPU(pid) - cpu0).Seconds() / time.Since(t0).Seconds()
+	ds.rssEnd = rssMB(pid)
+
+	body, _, err := scrape(base+"/metrics", acceptText)
+	if err != nil {
+		return ds, err
+	}
+	ds.requests = sumSeries(string(body), "llm_probe_requests_total{")
+	if ds.text, err = scrapeTimes(base+"/metrics", acceptText); err != nil {
+		return ds, err
+	}
+	if ds.proto, err = scrapeTimes(base+"/metrics", acceptProtobuf); err != nil {
+		return ds, err
+	}
+	ds.rssMax = max(ds.rssMax, rssMB(pid))
+	return ds, nil
+}
+
+func scrape(url, accept string) ([]byte, time.Duration, error) {
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Accept", accept)
+	t0 := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	d := time.Since(t0)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: HTTP %d", url, resp.StatusCode)
+	}
+	return b, d, err
+}
+
+func scrapeTimes(url, accept string) (scrapeStats, error) {
+	var ss scrapeStats
+	var ds []time.Duration
+	for range daemonMetricsScrapes {
+		b, d, err := scrape(url, accept)
+		if err != nil {
+			return ss, err
+		}
+		ds = append(ds, d)
+		ss.bytes = len(b)
+		ss.max = max(ss.max, d)
+	}
+	ss.p50 = time.Duration(durQuantile(ds, 0.5) * float64(time.Second))
+	return ss, nil
+}
+
+// sumSeries adds the values of every text-format line starting with prefix.
+func sumSeries(text, prefix string) float64 {
+	var sum float64
+	for line := range strings.SplitSeq(text, "\n") {
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		f := strings.Fields(line)
+		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// procCPU is utime+stime of a process from /proc/<pid>/stat.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which is in parentheses.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		s = s[i+1:]
+	}
+	f := strings.Fields(s)
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / clockTicksPerSecond
+}
+
+func printDaemon(out io.Writer, d daemonStats) {
+	fmt.Fprintf(out, "\n## Daemon with %d probes (%d targets × %d, every %s, against the simulator), measured for %v\n",
+		d.probes, daemonTargets, daemonProbesPerTarget, daemonProbeEvery, d.duration)
+	tw := newTable(out)
+	fmt.Fprintln(tw, "requests\tcpu_%\trss_max_MB\trss_end_MB\ttext_bytes\ttext_p50_ms\ttext_max_ms\tproto_bytes\tproto_p50_ms\tproto_max_ms\t")
+	ms := func(d time.Duration) string { return num(float64(d.Microseconds())/1000, 2) }
+	fmt.Fprintf(tw, "%.0f\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t\n", d.requests, num(d.cpuPercent, 1),
+		num(d.rssMax, 1), num(d.rssEnd, 1), d.text.bytes, ms(d.text.p50), ms(d.text.max),
+		d.proto.bytes, ms(d.proto.p50), ms(d.proto.max))
+	tw.Flush()
+}
