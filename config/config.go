@@ -53,6 +53,9 @@ type Target struct {
 	Headers               map[string]string    `yaml:"headers,omitempty"`
 	TLSConfig             promconfig.TLSConfig `yaml:"tls_config,omitempty"`
 	NewConnectionPerProbe bool                 `yaml:"new_connection_per_probe"`
+	// FollowRedirects follows HTTP redirects (at most
+	// probe.DefaultMaxRedirects); by default a redirect fails the probe.
+	FollowRedirects bool `yaml:"follow_redirects"`
 	// Timeout bounds one probe from start to the final event.
 	Timeout model.Duration `yaml:"timeout"`
 	// StreamIdleTimeout ends a stream that sends nothing for this long as
@@ -338,6 +341,9 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 			d.at(join(path+".headers", name), "Authorization is set from the API key; remove this header or the api_key_* setting")
 		}
 	}
+	if t.FollowRedirects && t.Protocol == probe.ProtocolTritonGRPC {
+		d.at(path+".follow_redirects", "applies to HTTP protocols only; gRPC has no redirects")
+	}
 	positive(d, path+".timeout", t.Timeout)
 	positive(d, path+".stream_idle_timeout", t.StreamIdleTimeout)
 	if t.MaxResponseBytes < 0 {
@@ -567,11 +573,32 @@ func (c *Config) Marshal() ([]byte, error) {
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
-	if err := enc.Encode(c); err != nil {
+	if err := enc.Encode(c.redacted()); err != nil {
 		return nil, err
 	}
 	if err := enc.Close(); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// redacted is a copy of c for printing: header values that look like
+// credentials (Authorization, X-Api-Key, …) become <secret>, as API keys do.
+func (c *Config) redacted() *Config {
+	out := *c
+	out.Targets = make([]*Target, len(c.Targets))
+	for i, t := range c.Targets {
+		ct := *t
+		if len(t.Headers) > 0 {
+			ct.Headers = make(map[string]string, len(t.Headers))
+			for k, v := range t.Headers {
+				if v != "" && probe.SensitiveHeader(k) {
+					v = "<secret>"
+				}
+				ct.Headers[k] = v
+			}
+		}
+		out.Targets[i] = &ct
+	}
+	return &out
 }

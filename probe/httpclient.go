@@ -42,6 +42,9 @@ const (
 	errorBodyBytes = 4096
 	// maxErrorMessage bounds the server text quoted in Result.Err.
 	maxErrorMessage = 300
+	// maxResponseHeaderBytes bounds a response head (status line and
+	// headers); beyond it the probe is a protocol_error.
+	maxResponseHeaderBytes = 64 << 10
 )
 
 type httpTarget struct {
@@ -82,7 +85,7 @@ func newHTTPTarget(opts TargetOptions, logger *slog.Logger) (*httpTarget, error)
 		MaxIdleConns:           128,
 		MaxIdleConnsPerHost:    64,
 		IdleConnTimeout:        90 * time.Second,
-		MaxResponseHeaderBytes: 64 << 10,
+		MaxResponseHeaderBytes: maxResponseHeaderBytes,
 		// ResponseHeaderTimeout stays 0: a streaming server may send its
 		// head only with the first token, after long queueing. The probe
 		// deadline (ctx) bounds it.
@@ -91,7 +94,8 @@ func newHTTPTarget(opts TargetOptions, logger *slog.Logger) (*httpTarget, error)
 		Transport: tr,
 		// A redirect on a POST to an inference API is a misconfigured URL;
 		// following it would hide that and change what is measured.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		// follow_redirects turns it on for a target that needs it.
+		CheckRedirect: checkRedirect(opts.FollowRedirects),
 	}
 	t := &httpTarget{opts: opts, base: base, client: client, tr: tr, logger: logger}
 	if opts.BearerToken != "" {
@@ -99,7 +103,7 @@ func newHTTPTarget(opts TargetOptions, logger *slog.Logger) (*httpTarget, error)
 	}
 	for k, v := range opts.Headers {
 		if v != "" && sensitiveHeader(k) {
-			t.secrets = append(t.secrets, v)
+			t.secrets = append(t.secrets, credentialParts(v)...)
 		}
 	}
 	if p, ok := base.User.Password(); ok && p != "" {
@@ -137,10 +141,7 @@ func (t *httpTarget) redact(err error) error {
 		return err
 	}
 	msg := err.Error()
-	red := msg
-	for _, s := range t.secrets {
-		red = strings.ReplaceAll(red, s, "<secret>")
-	}
+	red := redactString(msg, t.secrets)
 	if red == msg {
 		return err
 	}
@@ -211,7 +212,7 @@ func (t *httpTarget) send(ctx context.Context, r *Result, endpoint string, body 
 	// the server has accepted the request and owes us bytes.
 	ex.idle = time.AfterFunc(t.opts.StreamIdleTimeout, func() { ex.cancel(errStreamStalled) })
 	ex.body = &watchedBody{r: resp.Body, idle: ex.idle, timeout: t.opts.StreamIdleTimeout}
-	if !ex.checkStatus(r) {
+	if !ex.checkStatus(r) || !ex.checkBody(r) {
 		r.EndToEnd = time.Since(ex.start)
 		ex.finish()
 		return nil
@@ -279,8 +280,11 @@ func (ex *exchange) classify(err error, doing string) (Outcome, error) {
 	}
 	switch {
 	case errors.Is(err, errLineTooLong), errors.Is(err, errEventTooLong),
-		errors.Is(err, errBodyTooLarge), errors.Is(err, errNoProgress):
-		return OutcomeProtocolError, fmt.Errorf("%s: %w", doing, err)
+		errors.Is(err, errBodyTooLarge), errors.Is(err, errNoProgress),
+		errors.Is(err, errRedirect):
+		return OutcomeProtocolError, fmt.Errorf("%s: %w", doing, unwrapURLError(err))
+	case headersTooLarge(err):
+		return OutcomeProtocolError, fmt.Errorf("%s: %w (%d bytes)", doing, errHeadersTooLarge, maxResponseHeaderBytes)
 	}
 	// Reset, EOF or a broken chunked encoding after the request went out:
 	// the answer did not arrive whole.

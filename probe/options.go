@@ -65,6 +65,9 @@ type TargetOptions struct {
 	// line (and one event's joined data). Beyond them: protocol_error.
 	MaxResponseBytes int64
 	MaxLineBytes     int
+	// FollowRedirects follows up to DefaultMaxRedirects HTTP redirects;
+	// by default a 3xx answer is a protocol_error.
+	FollowRedirects bool
 	// ConnectTimeout bounds dialing and, separately, the TLS handshake.
 	ConnectTimeout time.Duration
 	// OllamaAPI selects the ollama protocol's endpoint: OllamaAPIChat

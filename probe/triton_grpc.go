@@ -141,7 +141,7 @@ func newTritonGRPCDriver(opts TargetOptions, logger *slog.Logger) (Driver, error
 		}
 		d.md.Set(k, v)
 		if v != "" && sensitiveHeader(k) {
-			d.secrets = append(d.secrets, v)
+			d.secrets = append(d.secrets, credentialParts(v)...)
 		}
 	}
 	if opts.BearerToken != "" {

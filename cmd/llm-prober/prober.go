@@ -63,6 +63,7 @@ func driverOptions(t *config.Target) probe.TargetOptions {
 		BearerToken:           string(t.APIKey),
 		TLS:                   t.TLSConfig,
 		NewConnectionPerProbe: t.NewConnectionPerProbe,
+		FollowRedirects:       t.FollowRedirects,
 		StreamIdleTimeout:     time.Duration(t.StreamIdleTimeout),
 		MaxResponseBytes:      t.MaxResponseBytes,
 		Triton:                t.Triton.Options(),
