@@ -197,13 +197,17 @@ type oaiUsage struct {
 type present bool
 
 func (p *present) UnmarshalJSON(b []byte) error {
+	*p = present(presentValue(b))
+	return nil
+}
+
+// presentValue is present's rule on a raw JSON value.
+func presentValue(b []byte) bool {
 	switch string(bytes.TrimSpace(b)) {
 	case "null", `""`, "[]", "{}":
-		*p = false
-	default:
-		*p = true
+		return false
 	}
-	return nil
+	return true
 }
 
 // hasOutput reports whether any choice carried output text.
@@ -227,12 +231,23 @@ func (c *oaiChunk) finishReason() string {
 	return ""
 }
 
-// decode resets c (keeping the choices' backing array) and decodes b.
+// decode resets c (keeping the choices' backing array) and decodes b: the
+// fast path for ordinary chunks (oaifast.go), else decodeJSON.
 func (c *oaiChunk) decode(b []byte) error {
+	c.reset()
+	if fastJSONOK(b) {
+		if c.decodeFast(b) {
+			return nil
+		}
+		c.reset()
+	}
+	return decodeJSON(b, c)
+}
+
+func (c *oaiChunk) reset() {
 	choices := c.Choices[:cap(c.Choices)]
 	clear(choices)
 	*c = oaiChunk{Choices: choices[:0]}
-	return decodeJSON(b, c)
 }
 
 // streamState accumulates what a stream tells us about tokens.

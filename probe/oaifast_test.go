@@ -1,0 +1,127 @@
+package probe
+
+import (
+	"reflect"
+	"testing"
+)
+
+// fastSlowSeeds are chunks and answers as servers send them, and the
+// corners where a hand-written reader could drift from encoding/json.
+var fastSlowSeeds = []string{
+	// The simulator / vLLM chat stream.
+	`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`,
+	`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"word "},"logprobs":null,"finish_reason":null}]}`,
+	`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"word "},"logprobs":null,"finish_reason":"length"}]}`,
+	`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":9,"total_tokens":109,"completion_tokens":100}}`,
+	// vLLM with continuous usage stats, usage null, reasoning fields.
+	`{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`,
+	`{"id":"x","choices":[{"delta":{"content":"a"}}],"usage":null}`,
+	`{"choices":[{"delta":{"reasoning_content":"think"}}]}`,
+	`{"choices":[{"delta":{"reasoning":"think","content":null}}]}`,
+	// Completions and whole answers.
+	`{"id":"cmpl-1","object":"text_completion","choices":[{"text":"word ","index":0,"logprobs":null,"finish_reason":null}]}`,
+	`{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hello","reasoning_content":null},"finish_reason":"stop"}],"usage":{"prompt_tokens":2,"completion_tokens":1,"total_tokens":3,"prompt_tokens_details":null}}`,
+	// Whitespace, multiple choices, empty containers and present's corners.
+	" { \"choices\" : [ { \"text\" : \"\" } , { \"text\" : [ ] } , { \"delta\" : { \"content\" : { } } } ] } ",
+	`{"choices":[{"text":"[]"},{"text":"{}"},{"text":0},{"text":false},{"text":{"a":[1,{"b":"}"}]}}]}`,
+	`{"choices":[{"delta":null,"message":null,"finish_reason":""}]}`,
+	`{"choices":[{"text":"a\"b","finish_reason":"st\u006fp"}]}`,
+	`{"choices":[]}`, `{}`, `{"choices":null}`, `{"usage":{}}`,
+	// Things the fast path must leave to encoding/json.
+	`{"Choices":[{"delta":{"content":"a"}}]}`,
+	`{"choices":[{"Delta":{"content":"a"}}]}`,
+	`{"choices":[{"delta":{"CONTENT":"a"}}]}`,
+	`{"choi\u0063es":[{"delta":{"content":"a"}}]}`,
+	`{"choices":[{"delta":{"content":"a"}}],"choices":[]}`,
+	`{"choices":[{"delta":{"content":"a"},"delta":{"content":""}}]}`,
+	`{"choices":[null,{"text":"a"}]}`,
+	`{"choices":"nope"}`, `{"choices":[{"delta":"x"}]}`, `{"choices":[{"finish_reason":3}]}`,
+	`{"usage":{"completion_tokens":1.0}}`, `{"usage":{"completion_tokens":"1"}}`,
+	`{"usage":{"completion_tokens":99999999999999999999}}`, `{"usage":{"completion_tokens":null}}`,
+	`{"usage":{"completion_tokens":-3,"prompt_tokens":1e2}}`, `{"usage":[]}`,
+	`{"object":"error","message":"boom","code":500}`, `{"object":5}`, `{"object":"err\u006fr"}`,
+	`{"error":{"message":"x","code":400}}`, `{"error":null,"choices":[]}`, `{"error":"x","error_type":"y"}`,
+	`{"detail":"bad"}`, "{\"\u212aey\":1}", "{\"choice\u017f\":[]}",
+	`[]`, `null`, `"x"`, `1`,
+}
+
+// The fast path must give exactly what encoding/json gives whenever it
+// claims an input; when it declines, decode falls back to decodeJSON.
+func checkFastSlow(t *testing.T, data []byte) {
+	t.Helper()
+	if !fastJSONOK(data) {
+		return
+	}
+	var fast, slow oaiChunk
+	fast.reset()
+	if !fast.decodeFast(data) {
+		return
+	}
+	slow.reset()
+	if err := decodeJSON(data, &slow); err != nil {
+		t.Fatalf("fast path accepted %q, encoding/json fails: %v", data, err)
+	}
+	// The fast path keeps Object only as far as it matters: "error" or not.
+	if slow.Object == "error" {
+		t.Fatalf("fast path accepted an error object: %q", data)
+	}
+	slow.Object = ""
+	if len(fast.Choices) != len(slow.Choices) {
+		t.Fatalf("%q: %d choices, encoding/json %d", data, len(fast.Choices), len(slow.Choices))
+	}
+	for i := range fast.Choices {
+		if !reflect.DeepEqual(fast.Choices[i], slow.Choices[i]) {
+			t.Fatalf("%q: choice %d = %+v, encoding/json %+v", data, i, fast.Choices[i], slow.Choices[i])
+		}
+	}
+	fast.Choices, slow.Choices = nil, nil
+	if !reflect.DeepEqual(fast, slow) {
+		t.Fatalf("%q: fast %+v, encoding/json %+v", data, fast, slow)
+	}
+}
+
+func TestOAIChunkFastPathMatchesEncodingJSON(t *testing.T) {
+	for _, s := range fastSlowSeeds {
+		checkFastSlow(t, []byte(s))
+	}
+}
+
+// The shapes every stream is made of take the fast path; without this
+// test a fast path that always declined would pass everything else.
+func TestOAIChunkFastPathTakesCommonChunks(t *testing.T) {
+	for _, s := range fastSlowSeeds[:13] {
+		var c oaiChunk
+		c.reset()
+		if !fastJSONOK([]byte(s)) || !c.decodeFast([]byte(s)) {
+			t.Errorf("fast path declined %s", s)
+		}
+	}
+}
+
+func FuzzOAIChunkFastPath(f *testing.F) {
+	for _, s := range fastSlowSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkFastSlow(t, data)
+		// Decoding twice into the same chunk, as a stream does, must not
+		// leak the first into the second.
+		var c oaiChunk
+		_ = c.decode([]byte(fastSlowSeeds[2]))
+		err := c.decode(data)
+		var want oaiChunk
+		wantErr := decodeJSON(data, &want)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("%q: decode error %v, encoding/json %v", data, err, wantErr)
+		}
+		if err == nil && (c.hasOutput() != want.hasOutput() || c.finishReason() != want.finishReason() ||
+			!reflect.DeepEqual(c.Usage, want.Usage)) {
+			t.Fatalf("%q: decode %+v, encoding/json %+v", data, c, want)
+		}
+		_, gotAPI := c.apiError()
+		_, wantAPI := want.apiError()
+		if err == nil && gotAPI != wantAPI {
+			t.Fatalf("%q: api error %v, encoding/json %v", data, gotAPI, wantAPI)
+		}
+	})
+}
