@@ -17,12 +17,12 @@ import (
 // daemonStats is the daemon with 100 probes configured, probing the
 // simulator: its memory and its /metrics.
 type daemonStats struct {
-	probes              int
-	duration            time.Duration
-	rssMax, rssEnd      float64
-	cpuPercent          float64
-	requests            float64
-	text, proto         scrapeStats
+	probes         int
+	duration       time.Duration
+	rssMax, rssEnd float64
+	cpuPercent     float64
+	requests       float64
+	text, proto    scrapeStats
 }
 
 type scrapeStats struct {

@@ -30,9 +30,9 @@ import (
 type stepKind int
 
 const (
-	closedLoop stepKind = iota // n streams kept in flight
-	poissonRate                // open loop, rate requests/s
-	burstEvery                 // n requests at once every burstPeriod
+	closedLoop  stepKind = iota // n streams kept in flight
+	poissonRate                 // open loop, rate requests/s
+	burstEvery                  // n requests at once every burstPeriod
 )
 
 const burstPeriod = time.Second
