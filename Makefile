@@ -23,7 +23,7 @@ LDFLAGS := -s -w \
 	-X github.com/prometheus/common/version.BuildUser=$(BUILD_USER) \
 	-X github.com/prometheus/common/version.BuildDate=$(BUILD_DATE)
 
-.PHONY: all build run test lint fmt fmt-check vet staticcheck unit promtool proto clean dashboards deploy-rules soak fuzz
+.PHONY: all build run test lint fmt fmt-check vet staticcheck unit promtool proto clean dashboards deploy-rules soak fuzz bench
 
 all: build
 
@@ -93,6 +93,15 @@ deploy-rules:
 SOAK_DURATION ?= 10m
 soak:
 	SOAK_DURATION=$(SOAK_DURATION) $(GO) test ./test/soak -run '^TestSoak$$' -count=1 -v -timeout 4h
+
+# Performance harness (docs/performance.md): the simulator in its own
+# process; the prober and a raw net/http client at 1, 16, 64 and 256 streams,
+# Poisson 200/s and bursts of 64; the daemon with 100 probes; the hot-path
+# and /metrics benchmarks. Prints plain tables to diff between runs. `make
+# test` only compiles and vets it. BENCH_FLAGS e.g. -step-duration 20s.
+BENCH_FLAGS ?=
+bench: build
+	$(GO) run ./test/perf/cmd/perf -bin ./$(BINARY) -go $(GO) $(BENCH_FLAGS)
 
 clean:
 	rm -f $(BINARY)
