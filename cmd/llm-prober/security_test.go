@@ -1,0 +1,395 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/promslog"
+	"github.com/prometheus/exporter-toolkit/web"
+)
+
+// Planted secrets: the API key startDaemon writes to its key file, a
+// basic-auth password sent in an Authorization header, and a custom
+// credential header.
+const (
+	plantedAPIKey   = "sk-planted-secret-123456"
+	plantedPassword = "planted-pw-98765"
+	plantedHeader   = "planted-hdr-key-24680"
+)
+
+var plantedBasic = base64.StdEncoding.EncodeToString([]byte("prober:" + plantedPassword))
+
+// forbidden are the strings no output may contain: each secret in every
+// form a server could echo it, and a prefix long enough to matter if one
+// were cut short by a length bound.
+func forbidden() []string {
+	return []string{plantedAPIKey, plantedAPIKey[:10], plantedPassword, plantedPassword[:10], plantedBasic, plantedBasic[:12],
+		"prober:" + plantedPassword, plantedHeader, plantedHeader[:10]}
+}
+
+func assertNoSecrets(t *testing.T, where, text string) {
+	t.Helper()
+	for _, s := range forbidden() {
+		if strings.Contains(text, s) {
+			i := strings.Index(text, s)
+			t.Errorf("%s leaks %q: …%s…", where, s, text[max(i-200, 0):min(i+len(s)+50, len(text))])
+		}
+	}
+}
+
+// echoServer answers every request with an error that quotes the request's
+// credentials back, in the ways real servers and proxies do: plain text, a
+// JSON error message, a message long enough that the prober's 300-character
+// bound cuts the secret in two, a mid-stream error event, and the decoded
+// basic-auth pair.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		var creds []string
+		for _, h := range []string{"Authorization", "X-Api-Key"} {
+			if v := r.Header.Get(h); v != "" {
+				creds = append(creds, h+": "+v)
+			}
+		}
+		if u, p, ok := r.BasicAuth(); ok {
+			creds = append(creds, "user "+u+" password "+p)
+		}
+		echo := strings.Join(creds, "; ")
+		switch mode := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")[0]; mode {
+		case "plain":
+			http.Error(w, "unauthorized: you sent "+echo, http.StatusUnauthorized)
+		case "json":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			fmt.Fprintf(w, `{"error":{"message":%q,"type":"auth","code":403}}`, "invalid credentials "+echo)
+		case "cut":
+			// The first secret straddles the 300th character: the bound
+			// keeps its first 12 characters.
+			scheme, _, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+			pad := strings.Repeat("x", 300-len("Authorization: "+scheme+" ")-12)
+			http.Error(w, pad+echo, http.StatusBadGateway)
+		case "stream":
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "data: {\"error\":{\"message\":%q,\"code\":500}}\n\n", "upstream rejected "+echo)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// secretsConfig probes the echo server from targets carrying each secret.
+func secretsConfig(echo string) string {
+	var b strings.Builder
+	b.WriteString("targets:\n")
+	for _, mode := range []string{"plain", "json", "cut", "stream"} {
+		fmt.Fprintf(&b, `  - name: key-%[1]s
+    protocol: openai_chat
+    url: %[2]s/%[1]s
+    model: m
+    api_key_file: key
+    probes: [{name: p, schedule: {every: 200ms}}]
+  - name: basic-%[1]s
+    protocol: openai_chat
+    url: %[2]s/%[1]s
+    model: m
+    headers: {Authorization: "Basic %[3]s", X-Api-Key: %[4]s}
+    probes: [{name: p, schedule: {every: 200ms}}]
+`, mode, echo, plantedBasic, plantedHeader)
+	}
+	b.WriteString("workloads:\n  default: {max_tokens: 4}\n")
+	return b.String()
+}
+
+// TestSecretsNeverLeak scans every surface for the planted secrets while
+// the probed server echoes them back in its errors: the daemon's debug
+// logs, /metrics (text and OpenMetrics), /config, the landing page,
+// check-config --print, and the probe subcommand's output.
+func TestSecretsNeverLeak(t *testing.T) {
+	echo := echoServer(t)
+	cfg := secretsConfig(echo)
+	td := startDaemon(t, cfg)
+	targets := []string{}
+	for _, mode := range []string{"plain", "json", "cut", "stream"} {
+		targets = append(targets, "key-"+mode, "basic-"+mode)
+	}
+	// Every target failed at least twice: once logged at warn with its
+	// error, then at debug.
+	waitFor(t, func() bool {
+		logs := td.logs.String()
+		for _, tg := range targets {
+			if strings.Count(logs, "target="+tg+" ") < 3 {
+				return false
+			}
+		}
+		return true
+	})
+	logs := td.logs.String()
+	assertNoSecrets(t, "debug logs", logs)
+	// The echoes did arrive, and were redacted rather than dropped.
+	if !strings.Contains(logs, "<secret>") {
+		t.Errorf("no redacted echo in the logs; did the echo server answer?\n%s", logs)
+	}
+	for _, path := range []string{"/metrics", "/config", "/", "/-/ready", "/-/healthy"} {
+		_, _, body := get(t, "GET", td.url+path)
+		assertNoSecrets(t, path, body)
+	}
+	req, _ := http.NewRequest("GET", td.url+"/metrics", nil)
+	req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assertNoSecrets(t, "/metrics (OpenMetrics, exemplars)", string(b))
+	}
+	if _, _, c := get(t, "GET", td.url+"/config"); strings.Count(c, "<secret>") < 3*4 {
+		t.Errorf("/config should show the API key and both credential headers as <secret>:\n%s", c)
+	}
+
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"check-config", "--print", td.cfgPath}, &stdout, &stderr); code != 0 {
+		t.Fatalf("check-config --print: exit %d: %s", code, stderr.String())
+	}
+	assertNoSecrets(t, "check-config --print", stdout.String()+stderr.String())
+
+	for _, tg := range targets {
+		stdout.Reset()
+		stderr.Reset()
+		code := run(context.Background(), []string{"--log.level=debug", "probe", "--config.file=" + td.cfgPath, "--target=" + tg}, &stdout, &stderr)
+		if code != 1 {
+			t.Errorf("probe %s: exit %d, want 1 (the server refuses)", tg, code)
+		}
+		out := stdout.String() + stderr.String()
+		assertNoSecrets(t, "probe --target="+tg, out)
+		if !strings.Contains(out, "<secret>") {
+			t.Errorf("probe %s: the echoed credential should show as <secret>:\n%s", tg, out)
+		}
+	}
+}
+
+// selfSignedFiles writes a certificate for 127.0.0.1 and its key, and
+// returns their paths and a pool trusting the certificate.
+func selfSignedFiles(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "llm-prober test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "web.crt"), filepath.Join(dir, "web.key")
+	writeFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+	writeFile(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})))
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+// webPassword and its bcrypt hash (cost 4, so tests stay fast; produced once
+// with golang.org/x/crypto/bcrypt, which exporter-toolkit uses to check it).
+const (
+	webUser     = "scraper"
+	webPassword = "planted-web-pw-4711"
+	webHash     = "$2a$04$yIc58Zadt2OVqg03IStBFOD1DU33mFaJw3wV2TZhNlhAbbvsmE4MG"
+)
+
+// startSecureDaemon is startDaemon behind an exporter-toolkit web config
+// with TLS and basic auth.
+func startSecureDaemon(t *testing.T, disableReload bool) (url string, client *http.Client, logs *syncBuffer, cfgPath string) {
+	t.Helper()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "key"), plantedAPIKey+"\n")
+	cfgPath = filepath.Join(dir, "llm-prober.yml")
+	writeFile(t, cfgPath, goodConfig)
+	certFile, keyFile, pool := selfSignedFiles(t, dir)
+	webConfig := filepath.Join(dir, "web.yml")
+	writeFile(t, webConfig, fmt.Sprintf("tls_server_config:\n  cert_file: %s\n  key_file: %s\nbasic_auth_users:\n  %s: %s\n", certFile, keyFile, webUser, webHash))
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs = &syncBuffer{}
+	level := promslog.NewLevel()
+	_ = level.Set("debug")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	opts := serveOptions{
+		configFile:      cfgPath,
+		webFlags:        &web.FlagConfig{WebListenAddresses: &[]string{l.Addr().String()}, WebSystemdSocket: new(false), WebConfigFile: &webConfig},
+		shutdownTimeout: 5 * time.Second,
+		disableReload:   disableReload,
+		logger:          promslog.New(&promslog.Config{Level: level, Writer: logs}),
+		stderr:          logs,
+		listener:        l,
+		reloadSignals:   make(chan os.Signal, 1),
+	}
+	go func() { done <- serve(ctx, opts) }()
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	client = &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	t.Cleanup(func() {
+		cancel()
+		tr.CloseIdleConnections()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("serve exited %d; logs:\n%s", code, logs.String())
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("daemon did not stop within 10s")
+		}
+		assertNoSecrets(t, "logs", logs.String())
+		if strings.Contains(logs.String(), webPassword) {
+			t.Error("web password in the logs")
+		}
+	})
+	url = "https://" + l.Addr().String()
+	waitFor(t, func() bool {
+		req, _ := http.NewRequest("GET", url+"/-/ready", nil)
+		req.SetBasicAuth(webUser, webPassword)
+		resp, err := client.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return url, client, logs, cfgPath
+}
+
+func TestWebConfigTLSAndBasicAuth(t *testing.T) {
+	for _, disableReload := range []bool{false, true} {
+		t.Run(fmt.Sprintf("disable-reload=%v", disableReload), func(t *testing.T) {
+			url, client, _, _ := startSecureDaemon(t, disableReload)
+			do := func(method, path, user, pw string) (int, string) {
+				t.Helper()
+				req, _ := http.NewRequest(method, url+path, nil)
+				if user != "" {
+					req.SetBasicAuth(user, pw)
+				}
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Fatalf("%s %s: %v", method, path, err)
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				return resp.StatusCode, string(b)
+			}
+			// Every endpoint, the landing page and reload included, is
+			// behind the same authentication.
+			for _, c := range []struct{ method, path string }{
+				{"GET", "/"}, {"GET", "/metrics"}, {"GET", "/config"}, {"GET", "/-/healthy"}, {"GET", "/-/ready"},
+				{"POST", "/-/reload"}, {"PUT", "/-/reload"}, {"GET", "/no-such-page"},
+			} {
+				if code, _ := do(c.method, c.path, "", ""); code != http.StatusUnauthorized {
+					t.Errorf("%s %s without credentials: %d, want 401", c.method, c.path, code)
+				}
+				if code, _ := do(c.method, c.path, webUser, "wrong-password"); code != http.StatusUnauthorized {
+					t.Errorf("%s %s with a wrong password: %d, want 401", c.method, c.path, code)
+				}
+				if code, _ := do(c.method, c.path, "intruder", webPassword); code != http.StatusUnauthorized {
+					t.Errorf("%s %s with an unknown user: %d, want 401", c.method, c.path, code)
+				}
+			}
+			for _, c := range []struct {
+				method, path string
+				want         int
+				contains     string
+			}{
+				{"GET", "/", 200, "/metrics"},
+				{"GET", "/metrics", 200, "llm_prober_build_info"},
+				{"GET", "/config", 200, "api_key: <secret>"},
+				{"GET", "/-/healthy", 200, "Healthy"},
+			} {
+				code, body := do(c.method, c.path, webUser, webPassword)
+				if code != c.want || !strings.Contains(body, c.contains) {
+					t.Errorf("%s %s authenticated: %d, body contains %q: %v", c.method, c.path, code, c.contains, strings.Contains(body, c.contains))
+				}
+				assertNoSecrets(t, c.path, body)
+			}
+			code, body := do("POST", "/-/reload", webUser, webPassword)
+			switch {
+			case disableReload && code != http.StatusForbidden:
+				t.Errorf("authenticated POST /-/reload with --web.disable-reload: %d %s, want 403", code, body)
+			case !disableReload && code != http.StatusOK:
+				t.Errorf("authenticated POST /-/reload: %d %s, want 200", code, body)
+			}
+
+			// Plain HTTP and an untrusted certificate get nothing.
+			plain := "http" + strings.TrimPrefix(url, "https")
+			req, _ := http.NewRequest("GET", plain+"/metrics", nil)
+			req.SetBasicAuth(webUser, webPassword)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK || strings.Contains(string(b), "llm_prober_build_info") {
+					t.Errorf("plain HTTP to the TLS port served metrics: %d", resp.StatusCode)
+				}
+			}
+			untrusting := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
+			if resp, err := untrusting.Get(url + "/metrics"); err == nil {
+				resp.Body.Close()
+				t.Errorf("a client without the CA connected: %d", resp.StatusCode)
+			}
+		})
+	}
+}
+
+// TestProbesOnlyConfiguredTargets: no endpoint takes a target from the
+// request (no blackbox-style /probe?target=). Every request below names a
+// canary server, which must never be contacted; unknown paths are 404.
+func TestProbesOnlyConfiguredTargets(t *testing.T) {
+	var hits atomic.Int64
+	canary := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	t.Cleanup(canary.Close)
+	td := startDaemon(t, goodConfig)
+	q := "?target=" + canary.URL + "&url=" + canary.URL + "&address=" + strings.TrimPrefix(canary.URL, "http://") + "&module=openai_chat"
+	known := map[string]bool{"/": true, "/metrics": true, "/config": true, "/-/healthy": true, "/-/ready": true, "/-/reload": true}
+	for _, path := range []string{"/", "/metrics", "/config", "/-/healthy", "/-/ready", "/-/reload",
+		"/probe", "/probe/", "/-/probe", "/api/probe", "/api/v1/probe", "/v1/chat/completions", "/targets", "/debug/pprof/"} {
+		for _, method := range []string{"GET", "POST"} {
+			status, _, _ := get(t, method, td.url+path+q)
+			if !known[path] && status != http.StatusNotFound {
+				t.Errorf("%s %s: %d, want 404 (no such endpoint)", method, path, status)
+			}
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the canary named in request parameters was contacted %d times", n)
+	}
+}
