@@ -103,6 +103,12 @@ BENCH_FLAGS ?=
 bench: build
 	$(GO) run ./test/perf/cmd/perf -bin ./$(BINARY) -go $(GO) $(BENCH_FLAGS)
 
+# Every fuzz target (found by scripts/fuzz.sh) for FUZZTIME each; the seed
+# corpora in testdata/fuzz run as plain tests in make test.
+FUZZTIME ?= 30s
+fuzz:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+
 clean:
 	rm -f $(BINARY)
 	$(GO) clean -testcache
