@@ -20,9 +20,13 @@ type daemonStats struct {
 	probes         int
 	duration       time.Duration
 	rssMax, rssEnd float64
-	cpuPercent     float64
-	requests       float64
-	text, proto    scrapeStats
+	// rssSamples are taken every second while probing, before /metrics
+	// is scraped; rssAfterScrapes after the timed scrapes.
+	rssSamples      []float64
+	rssAfterScrapes float64
+	cpuPercent      float64
+	requests        float64
+	text, proto     scrapeStats
 }
 
 type scrapeStats struct {
@@ -90,7 +94,9 @@ func measureDaemon(ctx context.Context, o options, sim *simProcess) (daemonStats
 			return ds, ctx.Err()
 		case <-time.After(time.Second):
 		}
-		ds.rssMax = max(ds.rssMax, rssMB(pid))
+		rss := rssMB(pid)
+		ds.rssMax = max(ds.rssMax, rss)
+		ds.rssSamples = append(ds.rssSamples, rss)
 	}
 	ds.cpuPercent = 100 * (procCPU(pid) - cpu0).Seconds() / time.Since(t0).Seconds()
 	ds.rssEnd = rssMB(pid)
@@ -106,7 +112,8 @@ func measureDaemon(ctx context.Context, o options, sim *simProcess) (daemonStats
 	if ds.proto, err = scrapeTimes(base+"/metrics", acceptProtobuf); err != nil {
 		return ds, err
 	}
-	ds.rssMax = max(ds.rssMax, rssMB(pid))
+	ds.rssAfterScrapes = rssMB(pid)
+	ds.rssMax = max(ds.rssMax, ds.rssAfterScrapes)
 	return ds, nil
 }
 
@@ -188,4 +195,9 @@ func printDaemon(out io.Writer, d daemonStats) {
 		num(d.rssMax, 1), num(d.rssEnd, 1), d.text.bytes, ms(d.text.p50), ms(d.text.max),
 		d.proto.bytes, ms(d.proto.p50), ms(d.proto.max))
 	tw.Flush()
+	fmt.Fprintf(out, "rss_MB while probing (1/s, before any scrape):")
+	for _, r := range d.rssSamples {
+		fmt.Fprintf(out, " %.1f", r)
+	}
+	fmt.Fprintf(out, "; after %d text + %d protobuf scrapes: %.1f\n", daemonMetricsScrapes, daemonMetricsScrapes, d.rssAfterScrapes)
 }

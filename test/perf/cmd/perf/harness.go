@@ -46,6 +46,9 @@ type step struct {
 
 func parseSteps(s string) ([]step, error) {
 	var out []step
+	if strings.TrimSpace(s) == "" {
+		return nil, nil // only the daemon and the micro-benchmarks
+	}
 	for f := range strings.SplitSeq(s, ",") {
 		f = strings.TrimSpace(f)
 		var (
@@ -121,9 +124,10 @@ func (h *harness) close() {
 	h.raw.close()
 }
 
-// usage is CPU and wall time of one measured window.
+// usage is CPU and wall time of one measured window; simCPU is the
+// simulator process's CPU in the same window (from /proc), for context.
 type usage struct {
-	cpu, wall time.Duration
+	cpu, wall, simCPU time.Duration
 }
 
 func cpuTime() time.Duration {
@@ -134,17 +138,21 @@ func cpuTime() time.Duration {
 
 // measure runs f between two rusage readings, after a GC so that garbage
 // of earlier work is not collected on this window's account.
-func measure(f func()) usage {
+func (h *harness) measure(f func()) usage {
 	runtime.GC()
-	c0, t0 := cpuTime(), time.Now()
+	pid := h.sim.cmd.Process.Pid
+	s0, c0, t0 := procCPU(pid), cpuTime(), time.Now()
 	f()
-	return usage{cpu: cpuTime() - c0, wall: time.Since(t0)}
+	return usage{cpu: cpuTime() - c0, wall: time.Since(t0), simCPU: procCPU(pid) - s0}
 }
 
 // probeRun is what the prober side records of one request.
 type probeRun struct {
 	res     *probe.Result
 	planned time.Time
+	// called is when Run called the driver: Start − called is the
+	// driver's own work before the request is handed to net/http.
+	called time.Time
 }
 
 type proberStats struct {
@@ -232,6 +240,7 @@ func (h *harness) runProber(ctx context.Context, st step, d time.Duration, recor
 			mu.Unlock()
 		},
 		Run: func(ctx context.Context, tk schedule.Ticket) bool {
+			called := time.Now()
 			req := h.req
 			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
@@ -247,14 +256,14 @@ func (h *harness) runProber(ctx context.Context, st step, d time.Duration, recor
 				ps.tokens += res.OutputTokens
 			}
 			if record {
-				ps.runs = append(ps.runs, probeRun{res: res, planned: tk.Planned})
+				ps.runs = append(ps.runs, probeRun{res: res, planned: tk.Planned, called: called})
 			}
 			mu.Unlock()
 			return ok
 		},
 	}
 	var runErr error
-	ps.use = measure(func() {
+	ps.use = h.measure(func() {
 		r := schedule.NewRunner(promslog.NewNopLogger(), schedule.Options{Seed: 1})
 		r.Apply([]schedule.Job{job})
 		select {
@@ -331,7 +340,7 @@ func (h *harness) runRaw(ctx context.Context, st step, d time.Duration) *rawStat
 			failed.Add(1)
 		}
 	}
-	rs.use = measure(func() {
+	rs.use = h.measure(func() {
 		var wg sync.WaitGroup
 		end := time.Now().Add(d)
 		switch st.kind {

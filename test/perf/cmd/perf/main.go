@@ -104,7 +104,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 		rows = append(rows, r)
 	}
-	printTables(out, rows, o)
+	if len(rows) > 0 {
+		printTables(out, rows, o)
+	}
 
 	if o.daemon && ctx.Err() == nil {
 		fmt.Fprintln(os.Stderr, "perf: 100-probe daemon ...")
