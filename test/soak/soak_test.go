@@ -167,6 +167,7 @@ func TestSoak(t *testing.T) {
 	}
 	duration := soakDuration(t)
 	dir := t.TempDir()
+	readSources(t)
 	bin := buildBinary(t, dir)
 
 	simAddr, grpcAddr, proberAddr, closedAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
@@ -579,6 +580,30 @@ func reload(t *testing.T, base string, p *process) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("reload: %d %s\n%s", resp.StatusCode, b, p.tail())
+	}
+}
+
+// readSources reads the module's Go sources, so that go test's cache
+// (which records the files a test opens) reruns the soak when the code of
+// the binary it builds changes.
+func readSources(t *testing.T) {
+	t.Helper()
+	err := filepath.WalkDir("../..", func(path string, d os.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && path != "../.." && strings.HasPrefix(d.Name(), "."):
+			return filepath.SkipDir
+		case d.IsDir():
+			return nil
+		case strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "go.mod") || strings.HasSuffix(path, "go.sum"):
+			_, err := os.ReadFile(path)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("reading the sources: %v", err)
 	}
 }
 
