@@ -404,6 +404,12 @@ func (d *tritonGRPCDriver) classify(parent, sctx context.Context, err error, doi
 		return OutcomeTimeout, fmt.Errorf("probe cancelled while %s: %w", doing, perr)
 	}
 	st, ok := status.FromError(err)
+	// The deadline also travels to the server (grpc-timeout), and on a busy
+	// machine its answer (DEADLINE_EXCEEDED, a cancel, or a clean end) can
+	// arrive before our own context's timer has run: judge by the clock.
+	if deadlinePassed(parent) || (ok && st.Code() == codes.DeadlineExceeded) {
+		return OutcomeTimeout, fmt.Errorf("probe deadline exceeded while %s: %w", doing, err)
+	}
 	if !ok {
 		return OutcomeIncomplete, fmt.Errorf("%s: %w", doing, err)
 	}
@@ -415,6 +421,13 @@ func (d *tritonGRPCDriver) classify(parent, sctx context.Context, err error, doi
 		return OutcomeIncomplete, fmt.Errorf("connection failed while %s: %s: %s", doing, st.Code(), msg)
 	}
 	return OutcomeGRPCError, fmt.Errorf("%s: gRPC status %s: %s", doing, st.Code(), msg)
+}
+
+// deadlinePassed reports whether ctx's deadline is behind us, even if the
+// timer that sets ctx.Err has not run yet.
+func deadlinePassed(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // transportFailure tells a broken transport, which grpc-go reports as
@@ -589,7 +602,7 @@ func (d *tritonGRPCDriver) stream(ctx context.Context, c tritonpb.GRPCInferenceS
 		if err == io.EOF {
 			r.EndToEnd = now.Sub(r.Start)
 			switch {
-			case ctx.Err() != nil:
+			case ctx.Err() != nil || deadlinePassed(ctx):
 				// The deadline travels to the server (grpc-timeout), which
 				// may end the RPC with OK a moment before our own timer.
 				r.Outcome, r.Err = d.classify(ctx, sctx, err, fmt.Sprintf("reading the stream after %d responses", responses))
