@@ -133,6 +133,19 @@ func newRequestID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// begin starts every probe: the Result for req (nil is an empty request),
+// with req's ID or a new one. The caller defers done(r).
+func begin(req *Request) (*Request, *Result) {
+	if req == nil {
+		req = &Request{}
+	}
+	r := &Result{RequestID: req.ID, Streamed: req.Stream}
+	if r.RequestID == "" {
+		r.RequestID = newRequestID()
+	}
+	return req, r
+}
+
 // redact removes secrets from err's message. When something was removed,
 // the returned error no longer unwraps to the original (whose message holds
 // the secret) but still answers errors.Is for it.
@@ -220,6 +233,17 @@ func (t *httpTarget) send(ctx context.Context, r *Result, endpoint string, body 
 	return ex
 }
 
+// start is send for a body built by the driver: buildErr, the error
+// building it, makes the probe a protocol_error without sending anything.
+func (t *httpTarget) start(ctx context.Context, r *Result, endpoint string, body []byte, buildErr error, stream bool) *exchange {
+	if buildErr != nil {
+		r.Start = time.Now()
+		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("building the request body: %w", buildErr)
+		return nil
+	}
+	return t.send(ctx, r, endpoint, body, stream)
+}
+
 func (t *httpTarget) setHeaders(req *http.Request, id string, stream bool) {
 	h := req.Header
 	h.Set("Content-Type", "application/json")
@@ -255,13 +279,41 @@ func (ex *exchange) finish() {
 }
 
 // drain keeps reading after the final event, briefly, so that the
-// connection reaches EOF and can be reused. read should consume until an
-// error; its result does not change the outcome.
-func (ex *exchange) drain(read func() error) {
+// connection reaches EOF and can be reused. It calls next, which reads
+// one event or line, until it fails; that does not change the outcome.
+func (ex *exchange) drain(next func() error) {
 	ex.idle.Stop()
 	grace := time.AfterFunc(drainGrace, func() { ex.cancel(errDrained) })
 	defer grace.Stop()
-	_ = read()
+	for next() == nil {
+	}
+}
+
+// streamed reports whether the answer to a request (streamed or not, as
+// wanted) is read as a stream; a JSON answer is read whole, by readAll.
+func (ex *exchange) streamed(wanted bool) bool {
+	return wanted && !isJSONContentType(ex.resp.Header.Get("Content-Type"))
+}
+
+// readAll reads a whole answer, at most MaxResponseBytes, and sets
+// r.EndToEnd to the arrival of its last byte. When that fails it sets
+// r.Outcome and r.Err and returns false.
+func (ex *exchange) readAll(r *Result) ([]byte, bool) {
+	limit := ex.t.opts.MaxResponseBytes
+	data, err := io.ReadAll(io.LimitReader(ex.body, limit+1))
+	r.EndToEnd = time.Since(r.Start)
+	if err != nil {
+		r.Outcome, r.Err = ex.classify(err, "reading the body")
+		return nil, false
+	}
+	if !ex.body.last.IsZero() {
+		r.EndToEnd = ex.body.last.Sub(r.Start)
+	}
+	if int64(len(data)) > limit {
+		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("reading the body: %w", errBodyTooLarge)
+		return nil, false
+	}
+	return data, true
 }
 
 // classify maps an error met while waiting for or reading the response.

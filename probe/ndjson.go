@@ -87,6 +87,12 @@ func (n *ndjsonReader) next() ([]byte, time.Time, error) {
 	}
 }
 
+// skip reads and discards one line, for exchange.drain.
+func (n *ndjsonReader) skip() error {
+	_, _, err := n.next()
+	return err
+}
+
 func isBlank(b []byte) bool {
 	for _, c := range b {
 		switch c {

@@ -58,29 +58,18 @@ func (d *ollamaDriver) Close() { d.t.close() }
 
 // Probe implements Driver.
 func (d *ollamaDriver) Probe(ctx context.Context, req *Request) *Result {
-	if req == nil {
-		req = &Request{}
-	}
-	r := &Result{RequestID: req.ID, Streamed: req.Stream}
-	if r.RequestID == "" {
-		r.RequestID = newRequestID()
-	}
+	req, r := begin(req)
 	defer d.t.done(r)
 	body, err := d.requestBody(req)
-	if err != nil {
-		r.Start = time.Now()
-		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("building the request body: %w", err)
-		return r
-	}
 	// Ollama ignores Accept; "application/json" (what send sets for a
 	// non-streamed request) is the closest honest value for NDJSON too,
 	// rather than claiming text/event-stream.
-	ex := d.t.send(ctx, r, d.url, body, false)
+	ex := d.t.start(ctx, r, d.url, body, err, false)
 	if ex == nil {
 		return r
 	}
 	defer ex.finish()
-	if req.Stream && !isJSONContentType(ex.resp.Header.Get("Content-Type")) {
+	if ex.streamed(req.Stream) {
 		d.readStream(ex, r)
 	} else {
 		d.readBody(ex, r, req.Stream)
@@ -306,13 +295,7 @@ func (d *ollamaDriver) readStream(ex *exchange, r *Result) {
 		}
 		if st.onLine(line, at, nr.unterminated, r) {
 			if r.Outcome == OutcomeSuccess {
-				ex.drain(func() error {
-					for {
-						if _, _, err := nr.next(); err != nil {
-							return err
-						}
-					}
-				})
+				ex.drain(nr.skip)
 			}
 			break
 		}
@@ -323,18 +306,8 @@ func (d *ollamaDriver) readStream(ex *exchange, r *Result) {
 // readBody handles a whole answer (stream:false), or a JSON answer to a
 // streaming request.
 func (d *ollamaDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
-	limit := d.t.opts.MaxResponseBytes
-	data, err := io.ReadAll(io.LimitReader(ex.body, limit+1))
-	r.EndToEnd = time.Since(r.Start)
-	if err != nil {
-		r.Outcome, r.Err = ex.classify(err, "reading the body")
-		return
-	}
-	if !ex.body.last.IsZero() {
-		r.EndToEnd = ex.body.last.Sub(r.Start)
-	}
-	if int64(len(data)) > limit {
-		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("reading the body: %w", errBodyTooLarge)
+	data, ok := ex.readAll(r)
+	if !ok {
 		return
 	}
 	var l ollamaLine

@@ -35,26 +35,15 @@ func (d *openAIDriver) Close() { d.t.close() }
 
 // Probe implements Driver.
 func (d *openAIDriver) Probe(ctx context.Context, req *Request) *Result {
-	if req == nil {
-		req = &Request{}
-	}
-	r := &Result{RequestID: req.ID, Streamed: req.Stream}
-	if r.RequestID == "" {
-		r.RequestID = newRequestID()
-	}
+	req, r := begin(req)
 	defer d.t.done(r)
 	body, err := d.requestBody(req)
-	if err != nil {
-		r.Start = time.Now()
-		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("building the request body: %w", err)
-		return r
-	}
-	ex := d.t.send(ctx, r, d.url, body, req.Stream)
+	ex := d.t.start(ctx, r, d.url, body, err, req.Stream)
 	if ex == nil {
 		return r
 	}
 	defer ex.finish()
-	if req.Stream && !isJSONContentType(ex.resp.Header.Get("Content-Type")) {
+	if ex.streamed(req.Stream) {
 		d.readStream(ex, r)
 	} else {
 		d.readBody(ex, r, req.Stream)
@@ -280,13 +269,7 @@ func (d *openAIDriver) readStream(ex *exchange, r *Result) {
 		}
 		if stop := d.onEvent(ev, r, &st, &chunk); stop {
 			if r.Outcome == OutcomeSuccess {
-				ex.drain(func() error {
-					for {
-						if _, err := sr.next(); err != nil {
-							return err
-						}
-					}
-				})
+				ex.drain(sr.skip)
 			}
 			break
 		}
@@ -413,19 +396,8 @@ func (st *streamState) continuous() bool {
 // readBody handles a whole JSON answer: a non-streamed request, or a server
 // that answered a streaming request with JSON (usually an error).
 func (d *openAIDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
-	limit := d.t.opts.MaxResponseBytes
-	data, err := io.ReadAll(io.LimitReader(ex.body, limit+1))
-	if err != nil {
-		r.EndToEnd = time.Since(r.Start)
-		r.Outcome, r.Err = ex.classify(err, "reading the body")
-		return
-	}
-	r.EndToEnd = time.Since(r.Start)
-	if !ex.body.last.IsZero() {
-		r.EndToEnd = ex.body.last.Sub(r.Start)
-	}
-	if int64(len(data)) > limit {
-		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("reading the body: %w", errBodyTooLarge)
+	data, ok := ex.readAll(r)
+	if !ok {
 		return
 	}
 	var c oaiChunk

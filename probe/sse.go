@@ -111,6 +111,12 @@ func (s *sseReader) next() (*sseEvent, error) {
 	}
 }
 
+// skip reads and discards one event, for exchange.drain.
+func (s *sseReader) skip() error {
+	_, err := s.next()
+	return err
+}
+
 // field applies one non-blank line to the event being built.
 func (s *sseReader) field(line []byte) error {
 	if line[0] == ':' {

@@ -62,30 +62,19 @@ func (d *tgiDriver) Close() { d.t.close() }
 
 // Probe implements Driver.
 func (d *tgiDriver) Probe(ctx context.Context, req *Request) *Result {
-	if req == nil {
-		req = &Request{}
-	}
-	r := &Result{RequestID: req.ID, Streamed: req.Stream}
-	if r.RequestID == "" {
-		r.RequestID = newRequestID()
-	}
+	req, r := begin(req)
 	defer d.t.done(r)
 	body, err := tgiRequestBody(req)
-	if err != nil {
-		r.Start = time.Now()
-		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("building the request body: %w", err)
-		return r
-	}
 	endpoint := d.unaryURL
 	if req.Stream {
 		endpoint = d.streamURL
 	}
-	ex := d.t.send(ctx, r, endpoint, body, req.Stream)
+	ex := d.t.start(ctx, r, endpoint, body, err, req.Stream)
 	if ex == nil {
 		return r
 	}
 	defer ex.finish()
-	if req.Stream && !isJSONContentType(ex.resp.Header.Get("Content-Type")) {
+	if ex.streamed(req.Stream) {
 		d.readStream(ex, r)
 	} else {
 		d.readBody(ex, r, req.Stream)
@@ -295,13 +284,7 @@ func (d *tgiDriver) readStream(ex *exchange, r *Result) {
 		}
 		if st.onEvent(ev, r) {
 			if r.Outcome == OutcomeSuccess {
-				ex.drain(func() error {
-					for {
-						if _, err := sr.next(); err != nil {
-							return err
-						}
-					}
-				})
+				ex.drain(sr.skip)
 			}
 			break
 		}
@@ -312,18 +295,8 @@ func (d *tgiDriver) readStream(ex *exchange, r *Result) {
 // readBody handles a whole JSON answer of /generate, or a JSON answer to a
 // streaming request (an error, or a server that ignored the endpoint).
 func (d *tgiDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
-	limit := d.t.opts.MaxResponseBytes
-	data, err := io.ReadAll(io.LimitReader(ex.body, limit+1))
-	r.EndToEnd = time.Since(r.Start)
-	if err != nil {
-		r.Outcome, r.Err = ex.classify(err, "reading the body")
-		return
-	}
-	if !ex.body.last.IsZero() {
-		r.EndToEnd = ex.body.last.Sub(r.Start)
-	}
-	if int64(len(data)) > limit {
-		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("reading the body: %w", errBodyTooLarge)
+	data, ok := ex.readAll(r)
+	if !ok {
 		return
 	}
 	var e tgiEvent

@@ -61,20 +61,9 @@ func (d *tritonGenerateDriver) Close() { d.t.close() }
 
 // Probe implements Driver.
 func (d *tritonGenerateDriver) Probe(ctx context.Context, req *Request) *Result {
-	if req == nil {
-		req = &Request{}
-	}
-	r := &Result{RequestID: req.ID, Streamed: req.Stream}
-	if r.RequestID == "" {
-		r.RequestID = newRequestID()
-	}
+	req, r := begin(req)
 	defer d.t.done(r)
 	body, err := d.requestBody(req, r.RequestID)
-	if err != nil {
-		r.Start = time.Now()
-		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("building the request body: %w", err)
-		return r
-	}
 	endpoint := d.url
 	if req.Stream {
 		endpoint += "_stream"
@@ -85,12 +74,12 @@ func (d *tritonGenerateDriver) Probe(ctx context.Context, req *Request) *Result 
 			endpoint += "_stream"
 		}
 	}
-	ex := d.t.send(ctx, r, endpoint, body, req.Stream)
+	ex := d.t.start(ctx, r, endpoint, body, err, req.Stream)
 	if ex == nil {
 		return r
 	}
 	defer ex.finish()
-	if req.Stream && !isJSONContentType(ex.resp.Header.Get("Content-Type")) {
+	if ex.streamed(req.Stream) {
 		d.readStream(ex, r)
 	} else {
 		d.readBody(ex, r, req.Stream)
@@ -310,18 +299,8 @@ func (d *tritonGenerateDriver) readStream(ex *exchange, r *Result) {
 
 // readBody handles a whole JSON answer (non-streaming, or an error).
 func (d *tritonGenerateDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
-	limit := d.t.opts.MaxResponseBytes
-	data, err := io.ReadAll(io.LimitReader(ex.body, limit+1))
-	r.EndToEnd = time.Since(r.Start)
-	if err != nil {
-		r.Outcome, r.Err = ex.classify(err, "reading the body")
-		return
-	}
-	if !ex.body.last.IsZero() {
-		r.EndToEnd = ex.body.last.Sub(r.Start)
-	}
-	if int64(len(data)) > limit {
-		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("reading the body: %w", errBodyTooLarge)
+	data, ok := ex.readAll(r)
+	if !ok {
 		return
 	}
 	g, err := d.parseGenerate(bytes.TrimSpace(data))

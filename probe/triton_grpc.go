@@ -197,13 +197,7 @@ func (d *tritonGRPCDriver) done(r *Result) {
 
 // Probe implements Driver.
 func (d *tritonGRPCDriver) Probe(ctx context.Context, req *Request) *Result {
-	if req == nil {
-		req = &Request{}
-	}
-	r := &Result{RequestID: req.ID, Streamed: req.Stream}
-	if r.RequestID == "" {
-		r.RequestID = newRequestID()
-	}
+	req, r := begin(req)
 	defer d.done(r)
 	model := req.Model
 	if model == "" {
