@@ -276,7 +276,10 @@ type series struct {
 	base  []string // target, probe, model label values
 
 	ttft, tpot, itl, duration, tps, lag prometheus.Histogram
-	phases                              [numPhases]prometheus.Histogram
+	// phases are created on their first observation (see phase), so that a
+	// phase that never happens, such as dns, connect and tls on pooled
+	// connections, is not exported as an empty histogram.
+	phases [numPhases]atomic.Pointer[phaseHistogram]
 	// observeITL is built once so that Observe hands InterTokenLatencies a
 	// ready func value instead of a fresh closure.
 	observeITL func(time.Duration)
@@ -351,10 +354,6 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 	add(d.duration, s.duration)
 	add(d.tps, s.tps)
 	add(d.lag, s.lag)
-	for i, name := range phaseNames() {
-		s.phases[i] = newHistogram("phase", phaseBuckets())
-		add(d.phase, s.phases[i], name)
-	}
 
 	outcomes := probe.Outcomes()
 	s.requests = make([]prometheus.Counter, len(outcomes))
@@ -416,6 +415,11 @@ func (s *series) collect(ch chan<- prometheus.Metric) {
 	}
 	if s.sawTTFT.Load() {
 		ch <- s.lastTTFTW
+	}
+	for i := range s.phases {
+		if p := s.phases[i].Load(); p != nil {
+			ch <- p.w
+		}
 	}
 	s.skipMu.Lock()
 	skipped := s.skippedW[:len(s.skippedW):len(s.skippedW)]
@@ -496,11 +500,11 @@ func (s *series) observe(r *probe.Result) {
 	// Phases describe the network path, which matters most when the request
 	// then failed, so they are observed whatever the outcome.
 	ph := &r.Phases
-	observeIf(s.phases[phaseDNS], ph.HasDNS, ph.DNS)
-	observeIf(s.phases[phaseConnect], ph.HasConnect, ph.Connect)
-	observeIf(s.phases[phaseTLS], ph.HasTLS, ph.TLS)
-	observeIf(s.phases[phaseWrite], ph.HasWrite, ph.Write)
-	observeIf(s.phases[phaseFirstByte], ph.HasFirstByte, ph.FirstByte)
+	s.observePhase(phaseDNS, ph.HasDNS, ph.DNS)
+	s.observePhase(phaseConnect, ph.HasConnect, ph.Connect)
+	s.observePhase(phaseTLS, ph.HasTLS, ph.TLS)
+	s.observePhase(phaseWrite, ph.HasWrite, ph.Write)
+	s.observePhase(phaseFirstByte, ph.HasFirstByte, ph.FirstByte)
 
 	if ok {
 		var ex prometheus.Labels
@@ -577,10 +581,28 @@ func (s *series) countSLOs(r *probe.Result, ok, isStream bool) {
 	s.sloGoodput.count(good)
 }
 
-func observeIf(h prometheus.Histogram, happened bool, d time.Duration) {
-	if happened {
-		h.Observe(d.Seconds())
+// phaseHistogram is one phase's histogram and its labelled wrapper.
+type phaseHistogram struct {
+	h prometheus.Histogram
+	w prometheus.Metric
+}
+
+// observePhase observes d in phase i's histogram when the phase happened,
+// creating the histogram on the phase's first observation. Concurrent
+// first observations agree on one histogram through the CompareAndSwap.
+func (s *series) observePhase(i int, happened bool, d time.Duration) {
+	if !happened {
+		return
 	}
+	p := s.phases[i].Load()
+	if p == nil {
+		h := newHistogram("phase", phaseBuckets())
+		p = &phaseHistogram{h: h, w: newLabelled(s.d.phase, h, append(append([]string(nil), s.base...), phaseNames()[i])...)}
+		if !s.phases[i].CompareAndSwap(nil, p) {
+			p = s.phases[i].Load()
+		}
+	}
+	p.h.Observe(d.Seconds())
 }
 
 func observeWithExemplar(h prometheus.Histogram, v float64, ex prometheus.Labels) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -242,7 +243,6 @@ llm_probe_skipped_total{model="m",probe="steady",reason="target_concurrency_limi
 ` + phaseLines("connect", []int{0, 0, 0, 0, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2}, "0.005") +
 		phaseLines("dns", []int{0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, "0.001") +
 		phaseLines("first_byte", []int{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1}, "0.15") +
-		phaseLines("tls", []int{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, "0") +
 		phaseLines("write", []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, "0.0001") + `
 # HELP llm_probe_schedule_lag_seconds How late the scheduler sent a probe request relative to its planned time.
 # TYPE llm_probe_schedule_lag_seconds histogram
@@ -436,6 +436,59 @@ func TestLastGaugesAbsentBeforeFirstRun(t *testing.T) {
 	// Counters exist at zero for every outcome, so rate() works at once.
 	if n, _ := testutil.GatherAndCount(reg, "llm_probe_requests_total"); n != len(probe.Outcomes()) {
 		t.Errorf("requests_total series = %d, want %d", n, len(probe.Outcomes()))
+	}
+}
+
+// TestPhasesAppearWhenTheyHappen checks that a phase's histogram is exported
+// only from its first observation, and that concurrent first observations
+// of a phase all land in one histogram.
+func TestPhasesAppearWhenTheyHappen(t *testing.T) {
+	m := NewProbeMetrics()
+	m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m"})
+	reg := newTestRegistry(t, m)
+	if n, _ := testutil.GatherAndCount(reg, "llm_probe_phase_duration_seconds"); n != 0 {
+		t.Errorf("phase series before any probe ran = %d, want 0", n)
+	}
+	// A probe on a pooled connection: write and first_byte, no dns, connect or tls.
+	const workers, each = 8, 50
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				m.Observe("sim", "p", &probe.Result{
+					Start: testStart, StatusCode: 200, EndToEnd: 10 * time.Millisecond,
+					Phases: probe.Phases{
+						Write: 100 * time.Microsecond, HasWrite: true,
+						FirstByte: 5 * time.Millisecond, HasFirstByte: true,
+						ConnectionReused: true,
+					},
+					Outcome: probe.OutcomeSuccess,
+				})
+			}
+		})
+	}
+	wg.Wait()
+	mf := gatherOne(t, reg, "llm_probe_phase_duration_seconds")
+	got := map[string]uint64{}
+	for _, s := range mf.GetMetric() {
+		for _, lp := range s.GetLabel() {
+			if lp.GetName() == "phase" {
+				got[lp.GetValue()] = s.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	want := map[string]uint64{"write": workers * each, "first_byte": workers * each}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("phase sample counts = %v, want %v", got, want)
+	}
+	// A new connection later adds its phases.
+	m.Observe("sim", "p", &probe.Result{
+		Start: testStart, StatusCode: 200,
+		Phases:  probe.Phases{DNS: time.Millisecond, HasDNS: true, Connect: time.Millisecond, HasConnect: true},
+		Outcome: probe.OutcomeConnectError,
+	})
+	if n, _ := testutil.GatherAndCount(reg, "llm_probe_phase_duration_seconds"); n != 4 {
+		t.Errorf("phase series after a new connection = %d, want 4 (no tls)", n)
 	}
 }
 
