@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -89,4 +90,82 @@ func probeOnce(d probe.Driver, maxTokens int, timeout time.Duration) *probe.Resu
 		IgnoreEOS: true,
 		Stream:    true,
 	})
+}
+
+// groundTruthRun is what one accuracy run measured, in seconds: prober
+// TTFT minus server TTFT, the first token's read time minus its flush, and
+// every token's read time minus its flush.
+type groundTruthRun struct {
+	ttft, first, token []float64
+	tokens             int
+	failures           int
+}
+
+// compareWithGroundTruth sends requests probes, concurrency at a time, and
+// compares every successful one with the simulator's record of it. check,
+// when set, runs under the run's lock for each result with its record and
+// the flush times of its output chunks, for protocol-specific assertions.
+func (s *sim) compareWithGroundTruth(t *testing.T, requests, concurrency int, send func() *probe.Result,
+	check func(res *probe.Result, rec simulator.RequestRecord, flushes []int64)) *groundTruthRun {
+	t.Helper()
+	var (
+		mu  sync.Mutex
+		run groundTruthRun
+		wg  sync.WaitGroup
+	)
+	work := make(chan struct{}, requests)
+	for range requests {
+		work <- struct{}{}
+	}
+	close(work)
+	for range concurrency {
+		wg.Go(func() {
+			for range work {
+				res := send()
+				if res.Outcome != probe.OutcomeSuccess {
+					mu.Lock()
+					run.failures++
+					mu.Unlock()
+					t.Errorf("probe %s: %s %v", res.RequestID, res.Outcome, res.Err)
+					continue
+				}
+				rec := s.groundTruth(t, res.RequestID)
+				var flushes []int64
+				for _, c := range rec.Chunks {
+					if c.Content {
+						flushes = append(flushes, c.UnixNano)
+					}
+				}
+				start := res.Start.UnixNano()
+				mu.Lock()
+				if len(flushes) != len(res.Chunks) {
+					t.Errorf("%s: prober saw %d output chunks, simulator flushed %d", res.RequestID, len(res.Chunks), len(flushes))
+				} else {
+					for i, c := range res.Chunks {
+						run.token = append(run.token, float64(start+int64(c.At)-flushes[i])/1e9)
+					}
+					run.tokens += len(flushes)
+				}
+				run.ttft = append(run.ttft, (res.TTFT - time.Duration(rec.FirstTokenUnixNano-rec.ReceivedUnixNano)).Seconds())
+				run.first = append(run.first, float64(start+int64(res.TTFT)-rec.FirstTokenUnixNano)/1e9)
+				if check != nil {
+					check(res, rec, flushes)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return &run
+}
+
+// medianWithin logs the median and p99 of errs (seconds) and fails the test
+// when the median lies outside [lo, hi].
+func medianWithin(t *testing.T, name string, errs []float64, lo, hi float64) {
+	t.Helper()
+	med, p99 := quantile(errs, 0.5), quantile(errs, 0.99)
+	t.Logf("%-26s n=%5d  median %+8.3f ms  p99 %+8.3f ms", name, len(errs), med*1e3, p99*1e3)
+	if med < lo || med > hi {
+		t.Errorf("%s: median error %.3f ms outside [%.0f, %.0f] ms", name, med*1e3, lo*1e3, hi*1e3)
+	}
 }

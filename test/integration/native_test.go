@@ -2,8 +2,6 @@ package integration
 
 import (
 	"context"
-	"math"
-	"sync"
 	"testing"
 	"time"
 
@@ -62,78 +60,30 @@ func TestNativeAccuracyAgainstGroundTruth(t *testing.T) {
 		t.Run(nt.name, func(t *testing.T) {
 			d := nt.driver(t, s, nil)
 			const requests, concurrency = 150, 8
-			var (
-				mu                     sync.Mutex
-				ttftErr, tokenErr      []float64
-				failures, tokens, eoss int
-			)
-			work := make(chan struct{}, requests)
-			for range requests {
-				work <- struct{}{}
-			}
-			close(work)
-			var wg sync.WaitGroup
-			for range concurrency {
-				wg.Go(func() {
-					for range work {
-						res := probeNative(d, 28, true, 20*time.Second)
-						if res.Outcome != probe.OutcomeSuccess {
-							mu.Lock()
-							failures++
-							mu.Unlock()
-							t.Errorf("probe %s: %s %v", res.RequestID, res.Outcome, res.Err)
-							continue
-						}
-						rec := s.groundTruth(t, res.RequestID)
-						var flushes []int64
-						for _, c := range rec.Chunks {
-							if c.Content {
-								flushes = append(flushes, c.UnixNano)
-							}
-						}
-						start := res.Start.UnixNano()
-						mu.Lock()
-						if len(flushes) != len(res.Chunks) {
-							t.Errorf("%s: prober saw %d output chunks, simulator flushed %d", res.RequestID, len(res.Chunks), len(flushes))
-						} else {
-							for i, c := range res.Chunks {
-								tokenErr = append(tokenErr, float64(start+int64(c.At)-flushes[i])/1e9)
-							}
-							tokens += len(flushes)
-						}
-						if rec.OutputTokens > len(flushes) {
-							eoss++ // a token without text: TGI's special EOS
-						}
-						ttftErr = append(ttftErr, (res.TTFT - time.Duration(rec.FirstTokenUnixNano-rec.ReceivedUnixNano)).Seconds())
-						if res.OutputTokens != rec.OutputTokens || res.OutputTokensSource != probe.TokenSourceServer {
-							t.Errorf("%s: output tokens %d (%s), simulator sent %d", res.RequestID, res.OutputTokens, res.OutputTokensSource, rec.OutputTokens)
-						}
-						if res.InputTokens != rec.PromptTokens || res.InputTokensSource != probe.TokenSourceServer {
-							t.Errorf("%s: input tokens %d (%s), simulator counted %d", res.RequestID, res.InputTokens, res.InputTokensSource, rec.PromptTokens)
-						}
-						if nt.protocol == probe.ProtocolOllama {
-							checkOllamaTimings(t, res, rec)
-						}
-						mu.Unlock()
+			eoss := 0
+			run := s.compareWithGroundTruth(t, requests, concurrency,
+				func() *probe.Result { return probeNative(d, 28, true, 20*time.Second) },
+				func(res *probe.Result, rec simulator.RequestRecord, flushes []int64) {
+					if rec.OutputTokens > len(flushes) {
+						eoss++ // a token without text: TGI's special EOS
+					}
+					if res.OutputTokens != rec.OutputTokens || res.OutputTokensSource != probe.TokenSourceServer {
+						t.Errorf("%s: output tokens %d (%s), simulator sent %d", res.RequestID, res.OutputTokens, res.OutputTokensSource, rec.OutputTokens)
+					}
+					if res.InputTokens != rec.PromptTokens || res.InputTokensSource != probe.TokenSourceServer {
+						t.Errorf("%s: input tokens %d (%s), simulator counted %d", res.RequestID, res.InputTokens, res.InputTokensSource, rec.PromptTokens)
+					}
+					if nt.protocol == probe.ProtocolOllama {
+						checkOllamaTimings(t, res, rec)
 					}
 				})
+			if run.failures > 0 {
+				t.Fatalf("%d of %d probes failed", run.failures, requests)
 			}
-			wg.Wait()
-			if failures > 0 {
-				t.Fatalf("%d of %d probes failed", failures, requests)
-			}
-			for _, m := range []struct {
-				name string
-				errs []float64
-			}{{"ttft", ttftErr}, {"every token read vs flush", tokenErr}} {
-				med, p99 := quantile(m.errs, 0.5), quantile(m.errs, 0.99)
-				t.Logf("%-26s n=%5d  median %+8.3f ms  p99 %+8.3f ms", m.name, len(m.errs), med*1e3, p99*1e3)
-				if math.Abs(med) > 0.002 {
-					t.Errorf("%s: median error %.3f ms exceeds 2 ms", m.name, med*1e3)
-				}
-			}
-			if tokens < requests*15 {
-				t.Errorf("compared %d tokens, want at least %d", tokens, requests*15)
+			medianWithin(t, "ttft", run.ttft, -0.002, 0.002)
+			medianWithin(t, "every token read vs flush", run.token, -0.002, 0.002)
+			if run.tokens < requests*15 {
+				t.Errorf("compared %d tokens, want at least %d", run.tokens, requests*15)
 			}
 			if nt.protocol == probe.ProtocolTGI && eoss == 0 {
 				t.Errorf("no answer ended with a special EOS token; the test does not cover it")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -92,74 +91,26 @@ func TestTritonAccuracyAgainstGroundTruth(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			d := newDriver(t, v.protocol, s.options(v))
 			const requests, concurrency = 120, 8
-			var (
-				mu                          sync.Mutex
-				ttftErr, firstErr, tokenErr []float64
-				tokenSeen                   int
-			)
-			var wg sync.WaitGroup
-			work := make(chan struct{}, requests)
-			for range requests {
-				work <- struct{}{}
+			wantSrc := probe.TokenSourceCounted
+			if v.serverCount {
+				wantSrc = probe.TokenSourceServer
 			}
-			close(work)
-			for range concurrency {
-				wg.Go(func() {
-					for range work {
-						res := probeOnce(d, 16, 20*time.Second)
-						if res.Outcome != probe.OutcomeSuccess {
-							t.Errorf("probe %s: %s %v", res.RequestID, res.Outcome, res.Err)
-							continue
-						}
-						rec := s.groundTruth(t, res.RequestID)
-						var flushes []int64
-						for _, c := range rec.Chunks {
-							if c.Content {
-								flushes = append(flushes, c.UnixNano)
-							}
-						}
-						start := res.Start.UnixNano()
-						mu.Lock()
-						if len(flushes) != len(res.Chunks) {
-							t.Errorf("%s: prober saw %d output responses, simulator sent %d", res.RequestID, len(res.Chunks), len(flushes))
-						} else {
-							for i, c := range res.Chunks {
-								tokenErr = append(tokenErr, float64(start+int64(c.At)-flushes[i])/1e9)
-							}
-							tokenSeen += len(flushes)
-						}
-						serverTTFT := time.Duration(rec.FirstTokenUnixNano - rec.ReceivedUnixNano)
-						ttftErr = append(ttftErr, (res.TTFT - serverTTFT).Seconds())
-						firstErr = append(firstErr, float64(start+int64(res.TTFT)-rec.FirstTokenUnixNano)/1e9)
-						wantSrc := probe.TokenSourceCounted
-						if v.serverCount {
-							wantSrc = probe.TokenSourceServer
-						}
-						if res.OutputTokens != rec.OutputTokens || res.OutputTokensSource != wantSrc {
-							t.Errorf("%s: output tokens %d (%s), simulator sent %d (want source %s)", res.RequestID, res.OutputTokens, res.OutputTokensSource, rec.OutputTokens, wantSrc)
-						}
-						mu.Unlock()
+			run := s.compareWithGroundTruth(t, requests, concurrency,
+				func() *probe.Result { return probeOnce(d, 16, 20*time.Second) },
+				func(res *probe.Result, rec simulator.RequestRecord, _ []int64) {
+					if res.OutputTokens != rec.OutputTokens || res.OutputTokensSource != wantSrc {
+						t.Errorf("%s: output tokens %d (%s), simulator sent %d (want source %s)", res.RequestID, res.OutputTokens, res.OutputTokensSource, rec.OutputTokens, wantSrc)
 					}
 				})
-			}
-			wg.Wait()
 			// Generous for a loaded 2-core machine under -race. TTFT also
 			// holds what happens before the server sees the request
 			// (stream setup, HTTP/2 headers, decoding), hence its wider
 			// bound; the read-vs-send errors are the prober's own.
-			for _, m := range []struct {
-				name  string
-				errs  []float64
-				bound float64
-			}{{"ttft", ttftErr, 0.006}, {"first token read vs send", firstErr, 0.003}, {"every token read vs send", tokenErr, 0.003}} {
-				med, p99 := quantile(m.errs, 0.5), quantile(m.errs, 0.99)
-				t.Logf("%-26s n=%5d  median %+8.3f ms  p99 %+8.3f ms", m.name, len(m.errs), med*1e3, p99*1e3)
-				if med > m.bound || med < -0.001 {
-					t.Errorf("%s: median error %.3f ms outside [-1, %.0f] ms", m.name, med*1e3, m.bound*1e3)
-				}
-			}
-			if tokenSeen < requests*16 {
-				t.Errorf("compared %d tokens, want at least %d", tokenSeen, requests*16)
+			medianWithin(t, "ttft", run.ttft, -0.001, 0.006)
+			medianWithin(t, "first token read vs send", run.first, -0.001, 0.003)
+			medianWithin(t, "every token read vs send", run.token, -0.001, 0.003)
+			if run.tokens < requests*16 {
+				t.Errorf("compared %d tokens, want at least %d", run.tokens, requests*16)
 			}
 		})
 	}
