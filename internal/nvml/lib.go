@@ -314,8 +314,10 @@ func (d *device) GetUUID() (string, Return) {
 	return d.str(func(f *functions) func(uintptr, *byte, uint32) Return { return f.uuid })
 }
 
-func (d *device) u32(pick func(*functions) func(uintptr, *uint32) Return) (uint32, Return) {
-	var v uint32
+// deviceGet calls a getter shaped nvmlDeviceGetX(device, *T) with v as the
+// starting value (versioned structs carry their version in it) and returns
+// the zero T on failure, so a caller never sees a half-filled value.
+func deviceGet[T any](d *device, v T, pick func(*functions) func(uintptr, *T) Return) (T, Return) {
 	ret := d.do(func(f *functions) Return {
 		fn := pick(f)
 		if fn == nil {
@@ -324,86 +326,42 @@ func (d *device) u32(pick func(*functions) func(uintptr, *uint32) Return) (uint3
 		return fn(d.handle, &v)
 	})
 	if ret != SUCCESS {
-		return 0, ret
-	}
-	return v, ret
-}
-
-func (d *device) u64(pick func(*functions) func(uintptr, *uint64) Return) (uint64, Return) {
-	var v uint64
-	ret := d.do(func(f *functions) Return {
-		fn := pick(f)
-		if fn == nil {
-			return ERROR_FUNCTION_NOT_FOUND
-		}
-		return fn(d.handle, &v)
-	})
-	if ret != SUCCESS {
-		return 0, ret
+		var zero T
+		return zero, ret
 	}
 	return v, ret
 }
 
 func (d *device) GetUtilizationRates() (Utilization, Return) {
-	var u Utilization
-	ret := d.do(func(f *functions) Return {
-		if f.utilization == nil {
-			return ERROR_FUNCTION_NOT_FOUND
-		}
-		return f.utilization(d.handle, &u)
-	})
-	if ret != SUCCESS {
-		return Utilization{}, ret
-	}
-	return u, ret
+	return deviceGet(d, Utilization{}, func(f *functions) func(uintptr, *Utilization) Return { return f.utilization })
 }
 
 func (d *device) GetMemoryInfo() (Memory, Return) {
-	var m Memory
-	ret := d.do(func(f *functions) Return {
-		if f.memory == nil {
-			return ERROR_FUNCTION_NOT_FOUND
-		}
-		return f.memory(d.handle, &m)
-	})
-	if ret != SUCCESS {
-		return Memory{}, ret
-	}
-	return m, ret
+	return deviceGet(d, Memory{}, func(f *functions) func(uintptr, *Memory) Return { return f.memory })
 }
 
 func (d *device) GetMemoryInfo_v2() (Memory_v2, Return) {
-	m := Memory_v2{Version: memoryV2Version}
-	ret := d.do(func(f *functions) Return {
-		if f.memoryV2 == nil {
-			return ERROR_FUNCTION_NOT_FOUND
-		}
-		return f.memoryV2(d.handle, &m)
-	})
-	if ret != SUCCESS {
-		return Memory_v2{}, ret
-	}
-	return m, ret
+	return deviceGet(d, Memory_v2{Version: memoryV2Version}, func(f *functions) func(uintptr, *Memory_v2) Return { return f.memoryV2 })
 }
 
 func (d *device) GetPowerUsage() (uint32, Return) {
-	return d.u32(func(f *functions) func(uintptr, *uint32) Return { return f.power })
+	return deviceGet(d, 0, func(f *functions) func(uintptr, *uint32) Return { return f.power })
 }
 
 func (d *device) GetEnforcedPowerLimit() (uint32, Return) {
-	return d.u32(func(f *functions) func(uintptr, *uint32) Return { return f.powerLimit })
+	return deviceGet(d, 0, func(f *functions) func(uintptr, *uint32) Return { return f.powerLimit })
 }
 
 func (d *device) GetTotalEnergyConsumption() (uint64, Return) {
-	return d.u64(func(f *functions) func(uintptr, *uint64) Return { return f.energy })
+	return deviceGet(d, 0, func(f *functions) func(uintptr, *uint64) Return { return f.energy })
 }
 
 func (d *device) GetCurrentClocksEventReasons() (uint64, Return) {
-	return d.u64(func(f *functions) func(uintptr, *uint64) Return { return f.eventReasons })
+	return deviceGet(d, 0, func(f *functions) func(uintptr, *uint64) Return { return f.eventReasons })
 }
 
 func (d *device) GetCurrentClocksThrottleReasons() (uint64, Return) {
-	return d.u64(func(f *functions) func(uintptr, *uint64) Return { return f.throttleReasons })
+	return deviceGet(d, 0, func(f *functions) func(uintptr, *uint64) Return { return f.throttleReasons })
 }
 
 func (d *device) GetTemperature(sensor TemperatureSensors) (uint32, Return) {
