@@ -84,24 +84,12 @@ func (d *ollamaDriver) Probe(ctx context.Context, req *Request) *Result {
 // (keep_alive, think, format, ...), except an "options" object, which is
 // merged into the built options; a nil value removes a built field.
 func (d *ollamaDriver) requestBody(req *Request) ([]byte, error) {
-	model := req.Model
-	if model == "" {
-		model = d.t.opts.Model
-	}
 	m := make(map[string]any, 8)
-	m["model"] = model
+	m["model"] = req.modelOr(d.t.opts.Model)
 	if d.chat {
-		msgs := req.Messages
-		if len(msgs) == 0 {
-			msgs = []Message{{Role: "user", Content: req.Prompt}}
-		}
-		m["messages"] = msgs
+		m["messages"] = req.chatMessages()
 	} else {
-		prompt := req.Prompt
-		if prompt == "" && len(req.Messages) > 0 {
-			prompt = promptFromMessages(req.Messages)
-		}
-		m["prompt"] = prompt
+		m["prompt"] = req.promptText()
 	}
 	m["stream"] = req.Stream
 	opts := make(map[string]any, 6)

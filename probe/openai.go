@@ -83,25 +83,13 @@ func (t *httpTarget) done(r *Result) {
 // stream_options for a server that rejects it).
 func (d *openAIDriver) requestBody(req *Request) ([]byte, error) {
 	m := make(map[string]any, 12)
-	model := req.Model
-	if model == "" {
-		model = d.t.opts.Model
-	}
-	if model != "" {
+	if model := req.modelOr(d.t.opts.Model); model != "" {
 		m["model"] = model
 	}
 	if d.chat {
-		msgs := req.Messages
-		if len(msgs) == 0 {
-			msgs = []Message{{Role: "user", Content: req.Prompt}}
-		}
-		m["messages"] = msgs
+		m["messages"] = req.chatMessages()
 	} else {
-		prompt := req.Prompt
-		if prompt == "" && len(req.Messages) > 0 {
-			prompt = promptFromMessages(req.Messages)
-		}
-		m["prompt"] = prompt
+		m["prompt"] = req.promptText()
 	}
 	if req.MaxTokens > 0 {
 		m["max_tokens"] = req.MaxTokens
@@ -136,6 +124,32 @@ func (d *openAIDriver) requestBody(req *Request) ([]byte, error) {
 		}
 	}
 	return json.Marshal(m)
+}
+
+// promptText is the request as one prompt: Prompt, or the messages
+// flattened when only they are set.
+func (r *Request) promptText() string {
+	if r.Prompt == "" && len(r.Messages) > 0 {
+		return promptFromMessages(r.Messages)
+	}
+	return r.Prompt
+}
+
+// chatMessages is the request as a conversation: Messages, or Prompt as a
+// single user message when only it is set.
+func (r *Request) chatMessages() []Message {
+	if len(r.Messages) == 0 {
+		return []Message{{Role: "user", Content: r.Prompt}}
+	}
+	return r.Messages
+}
+
+// modelOr is the request's model, or the target's when it names none.
+func (r *Request) modelOr(targetModel string) string {
+	if r.Model == "" {
+		return targetModel
+	}
+	return r.Model
 }
 
 // promptFromMessages flattens chat messages for the completions API. No

@@ -243,11 +243,7 @@ func (in *TensorInput) values(req *Request) (vals []any, ok bool) {
 	var v any
 	switch in.Source {
 	case SourcePrompt:
-		p := req.Prompt
-		if p == "" && len(req.Messages) > 0 {
-			p = promptFromMessages(req.Messages)
-		}
-		v = p
+		v = req.promptText()
 	case SourceMaxTokens:
 		if req.MaxTokens <= 0 {
 			return nil, false

@@ -118,11 +118,8 @@ func tgiRequestBody(req *Request) ([]byte, error) {
 			params[k] = v
 		}
 	}
-	inputs := req.Prompt
-	if inputs == "" && len(req.Messages) > 0 {
-		// The native API applies no chat template; see promptFromMessages.
-		inputs = promptFromMessages(req.Messages)
-	}
+	// The native API applies no chat template; see promptFromMessages.
+	inputs := req.promptText()
 	return json.Marshal(struct {
 		Inputs     string         `json:"inputs"`
 		Parameters map[string]any `json:"parameters"`

@@ -199,10 +199,7 @@ func (d *tritonGRPCDriver) done(r *Result) {
 func (d *tritonGRPCDriver) Probe(ctx context.Context, req *Request) *Result {
 	req, r := begin(req)
 	defer d.done(r)
-	model := req.Model
-	if model == "" {
-		model = d.opts.Model
-	}
+	model := req.modelOr(d.opts.Model)
 	conn := d.conn
 	if conn == nil {
 		c, err := d.newConn()
