@@ -3,11 +3,12 @@ package probe
 import (
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/llm-prober/llm-prober/internal/stats"
 )
 
 // WriteReport prints the human-readable breakdown of one probe, as the
@@ -65,7 +66,7 @@ func WriteReport(w io.Writer, target, probeName string, r *Result) error {
 	if len(itl) > 0 {
 		slices.Sort(itl)
 		line("itl", "p50 %s  p95 %s  max %s  (%d gaps over %d chunks)",
-			ms(percentile(itl, 0.50)), ms(percentile(itl, 0.95)), ms(itl[len(itl)-1]), len(itl), len(r.Chunks))
+			ms(stats.Percentile(itl, 0.50)), ms(stats.Percentile(itl, 0.95)), ms(itl[len(itl)-1]), len(itl), len(r.Chunks))
 	} else {
 		line("itl", "n/a")
 	}
@@ -146,10 +147,4 @@ func tokens(n int, src TokenSource) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d (%s)", n, src)
 	return b.String()
-}
-
-// percentile is the nearest-rank percentile of sorted values.
-func percentile(sorted []time.Duration, q float64) time.Duration {
-	i := int(math.Ceil(q*float64(len(sorted)))) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
 }

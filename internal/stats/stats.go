@@ -1,0 +1,50 @@
+// Package stats summarises a sample of measurements the way load-testing
+// tools report them (average, extremes and nearest-rank percentiles), so the
+// probe report, the status page and `llm-prober bench` print the same
+// numbers for the same sample.
+package stats
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// Quantiles are the percentiles every Summary carries, in the order tools
+// such as genai-perf and perf_analyzer print them.
+var quantiles = [...]float64{0.50, 0.75, 0.90, 0.95, 0.99}
+
+// Summary describes a sample. All fields are zero when Count is zero.
+type Summary struct {
+	Count                   int
+	Avg, Min, Max           float64
+	P50, P75, P90, P95, P99 float64
+}
+
+// Summarise sorts values in place and summarises them.
+func Summarise(values []float64) Summary {
+	if len(values) == 0 {
+		return Summary{}
+	}
+	slices.Sort(values)
+	var sum float64
+	for _, v := range values {
+		sum += v
+	}
+	s := Summary{Count: len(values), Avg: sum / float64(len(values)), Min: values[0], Max: values[len(values)-1]}
+	dst := [...]*float64{&s.P50, &s.P75, &s.P90, &s.P95, &s.P99}
+	for i, q := range quantiles {
+		*dst[i] = Percentile(values, q)
+	}
+	return s
+}
+
+// Percentile is the nearest-rank percentile (q in [0,1]) of sorted values:
+// always a value that was measured, never an interpolation between two.
+func Percentile[T float64 | time.Duration | int](sorted []T, q float64) T {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
