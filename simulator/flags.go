@@ -88,7 +88,7 @@ func RegisterFlags(cmd *kingpin.CmdClause) *Flags {
 
 	integer("scheduler.max-running", "Sequences decoded at once; the rest queue.", d.Scheduler.MaxRunning,
 		func(c *Config) *int { return &c.Scheduler.MaxRunning })
-	integer("scheduler.max-queue", "Waiting requests beyond which new ones get 503.", d.Scheduler.MaxQueue,
+	integer("scheduler.max-queue", "Waiting requests beyond which new ones get 503 (429 on TGI's routes).", d.Scheduler.MaxQueue,
 		func(c *Config) *int { return &c.Scheduler.MaxQueue })
 	integer("scheduler.kv-cache-capacity-tokens", "KV-cache capacity in tokens.", d.Scheduler.KVCacheCapacityTokens,
 		func(c *Config) *int { return &c.Scheduler.KVCacheCapacityTokens })

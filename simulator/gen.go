@@ -37,6 +37,12 @@ type frontEnd interface {
 	errorBody(status int, msg string) []byte
 }
 
+// overloadStatuser is a front end whose server answers a full waiting
+// queue with its own status rather than vLLM's 503 (TGI says 429).
+type overloadStatuser interface {
+	overloadStatus() int
+}
+
 // plan is everything decided about a request before it runs.
 type plan struct {
 	id              string
@@ -102,7 +108,11 @@ func (j *job) run(ctx context.Context) {
 	}
 	t, err := j.s.engine.enqueue(p.promptTokens)
 	if err != nil {
-		j.httpError(http.StatusServiceUnavailable, "The server is overloaded: the waiting queue is full.", outcomeRejected)
+		status := http.StatusServiceUnavailable
+		if o, ok := j.fe.(overloadStatuser); ok {
+			status = o.overloadStatus()
+		}
+		j.httpError(status, "The server is overloaded: the waiting queue is full.", outcomeRejected)
 		return
 	}
 	j.ticket = t

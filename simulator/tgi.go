@@ -43,10 +43,6 @@ func tgiErrorType(status int) string {
 		return "overloaded"
 	case status == http.StatusFailedDependency:
 		return "generation"
-	case status == http.StatusServiceUnavailable:
-		// The shared engine answers a full queue with 503; TGI itself
-		// would say 429 "overloaded".
-		return "overloaded"
 	case status >= 500:
 		return "incomplete_generation"
 	default:
@@ -192,6 +188,10 @@ func (f *tgiFrontEnd) body(p *plan, text, _ string) []byte {
 	}
 	return b
 }
+
+// overloadStatus is TGI's answer when max_concurrent_requests is reached:
+// 429 with error_type "overloaded".
+func (f *tgiFrontEnd) overloadStatus() int { return http.StatusTooManyRequests }
 
 func (f *tgiFrontEnd) errorBody(status int, msg string) []byte {
 	b, err := json.Marshal(tgiErrorBody{Error: msg, ErrorType: tgiErrorType(status)})

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 type tgiEventJSON struct {
@@ -167,5 +168,27 @@ func TestTGIUnaryHeadersAndInfo(t *testing.T) {
 	code, info := ts.get(t, "/info")
 	if code != 200 || !strings.Contains(string(info), `"max_total_tokens"`) || !strings.Contains(string(info), `"model_id":"sim-llm"`) {
 		t.Errorf("/info %d %s", code, info)
+	}
+}
+
+// TestTGIQueueFull checks the overload answer real TGI gives when
+// max_concurrent_requests is reached: 429 with error_type "overloaded",
+// where the OpenAI front end (vLLM) answers 503.
+func TestTGIQueueFull(t *testing.T) {
+	cfg := fastConfig()
+	cfg.Scheduler.MaxRunning = 1
+	cfg.Scheduler.MaxQueue = 0
+	ts := startServer(t, cfg)
+	busy := ts.post(t, "/generate_stream", map[string]any{"inputs": "a", "parameters": map[string]any{"max_new_tokens": 200}})
+	defer busy.Body.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for ts.srv.engine.state().running == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	resp := ts.post(t, "/generate", map[string]any{"inputs": "a", "parameters": map[string]any{"max_new_tokens": 2}})
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), `"error_type":"overloaded"`) {
+		t.Fatalf("%d %s, want 429 overloaded", resp.StatusCode, b)
 	}
 }
