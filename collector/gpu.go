@@ -51,6 +51,8 @@ type GPUCollector struct {
 	devices  map[int]bool   // nil: every device
 	inflight *gpuScrape
 	closed   bool
+	// last is the newest finished collection, for Snapshot.
+	last *gpuLast
 
 	loggedMu sync.Mutex
 	logged   map[string]bool
@@ -66,6 +68,7 @@ type gpuScrape struct {
 	ok       bool
 	duration time.Duration
 	timedOut atomic.Bool
+	devices  []GPUDeviceSnapshot
 }
 
 type gpuDescs struct {
@@ -356,17 +359,18 @@ func (c *GPUCollector) run(job *gpuScrape, lib nvml.Interface, devices map[int]b
 		if r := recover(); r != nil {
 			// A binding bug must cost one scrape, not the process.
 			c.logger.Error("GPU collection panicked", "err", fmt.Sprint(r))
-			job.metrics, job.ok = nil, false
+			job.metrics, job.ok, job.devices = nil, false, nil
 		}
 		job.duration = time.Since(job.start)
 		c.mu.Lock()
 		if c.inflight == job {
 			c.inflight = nil
 		}
+		c.last = &gpuLast{at: job.start.Add(job.duration), duration: job.duration, ok: job.ok, devices: job.devices}
 		c.mu.Unlock()
 		close(job.done)
 	}()
-	job.metrics, job.ok = c.collect(lib, devices)
+	job.metrics, job.ok, job.devices = c.collect(lib, devices)
 }
 
 // once reports whether key is new, so each condition is logged one time.

@@ -14,6 +14,8 @@ type gpuReader struct {
 	c   *GPUCollector
 	out []prometheus.Metric
 	ok  bool
+	// devices are the same readings as plain values, for Snapshot.
+	devices []GPUDeviceSnapshot
 }
 
 // check handles a getter's result: true to emit. "Cannot" answers
@@ -44,13 +46,13 @@ func (r *gpuReader) emit(d *prometheus.Desc, t prometheus.ValueType, v float64, 
 
 // collect reads every selected device once. It is the only code that calls
 // NVML per scrape, and runs in one goroutine at a time.
-func (c *GPUCollector) collect(lib nvml.Interface, devices map[int]bool) ([]prometheus.Metric, bool) {
+func (c *GPUCollector) collect(lib nvml.Interface, devices map[int]bool) ([]prometheus.Metric, bool, []GPUDeviceSnapshot) {
 	r := &gpuReader{c: c, ok: true}
 	driver, ret := lib.SystemGetDriverVersion()
 	r.check("system", "driver_version", ret)
 	n, ret := lib.DeviceGetCount()
 	if !r.check("system", "device_count", ret) {
-		return r.out, false
+		return r.out, false, nil
 	}
 	for i := range devices {
 		if i >= n && c.once("absent\x00"+strconv.Itoa(i)) {
@@ -66,9 +68,10 @@ func (c *GPUCollector) collect(lib nvml.Interface, devices map[int]bool) ([]prom
 		if !r.check(idx, "handle", ret) {
 			continue
 		}
+		r.devices = append(r.devices, GPUDeviceSnapshot{Index: i})
 		c.readDevice(r, dev, idx, driver)
 	}
-	return r.out, r.ok
+	return r.out, r.ok, r.devices
 }
 
 func (c *GPUCollector) readDevice(r *gpuReader, dev nvml.Device, idx, driver string) {
@@ -81,9 +84,12 @@ func (c *GPUCollector) readDevice(r *gpuReader, dev nvml.Device, idx, driver str
 	r.check(idx, "name", ret)
 	lv := []string{idx, uuid, name}
 	r.emit(d.info, prometheus.GaugeValue, 1, idx, uuid, name, driver)
+	snap := &r.devices[len(r.devices)-1]
+	snap.UUID, snap.Name = uuid, name
 
 	if u, ret := dev.GetUtilizationRates(); r.check(idx, "utilization", ret) {
 		r.emit(d.util, prometheus.GaugeValue, float64(u.Gpu)/100, lv...)
+		snap.Utilization, snap.HasUtilization = float64(u.Gpu)/100, true
 		r.emit(d.memBW, prometheus.GaugeValue, float64(u.Memory)/100, lv...)
 	}
 
@@ -92,10 +98,12 @@ func (c *GPUCollector) readDevice(r *gpuReader, dev nvml.Device, idx, driver str
 	if m, ret := dev.GetMemoryInfo_v2(); ret == nvml.SUCCESS {
 		r.emit(d.memUsed, prometheus.GaugeValue, float64(m.Used), lv...)
 		r.emit(d.memTotal, prometheus.GaugeValue, float64(m.Total), lv...)
+		snap.MemoryUsed, snap.MemoryTotal, snap.HasMemory = float64(m.Used), float64(m.Total), true
 	} else if ret == nvml.ERROR_FUNCTION_NOT_FOUND || ret == nvml.ERROR_ARGUMENT_VERSION_MISMATCH || ret == nvml.ERROR_NOT_SUPPORTED {
 		if m, ret := dev.GetMemoryInfo(); r.check(idx, "memory", ret) {
 			r.emit(d.memUsed, prometheus.GaugeValue, float64(m.Used), lv...)
 			r.emit(d.memTotal, prometheus.GaugeValue, float64(m.Total), lv...)
+			snap.MemoryUsed, snap.MemoryTotal, snap.HasMemory = float64(m.Used), float64(m.Total), true
 		}
 	} else {
 		r.check(idx, "memory", ret)
@@ -103,9 +111,11 @@ func (c *GPUCollector) readDevice(r *gpuReader, dev nvml.Device, idx, driver str
 
 	if p, ret := dev.GetPowerUsage(); r.check(idx, "power", ret) {
 		r.emit(d.power, prometheus.GaugeValue, float64(p)/1000, lv...)
+		snap.Power, snap.HasPower = float64(p)/1000, true
 	}
 	if p, ret := dev.GetEnforcedPowerLimit(); r.check(idx, "power_limit", ret) {
 		r.emit(d.powerLimit, prometheus.GaugeValue, float64(p)/1000, lv...)
+		snap.PowerLimit, snap.HasPowerLim = float64(p)/1000, true
 	}
 	if e, ret := dev.GetTotalEnergyConsumption(); r.check(idx, "energy", ret) {
 		r.emit(d.energy, prometheus.CounterValue, float64(e)/1000, lv...)
@@ -122,6 +132,7 @@ func (c *GPUCollector) readDevice(r *gpuReader, dev nvml.Device, idx, driver str
 	}
 	if r.check(idx, "temperature", ret) {
 		r.emit(d.temp, prometheus.GaugeValue, temp, lv...)
+		snap.Temperature, snap.HasTemperature = temp, true
 	}
 
 	if mhz, ret := dev.GetClockInfo(nvml.CLOCK_SM); r.check(idx, "sm_clock", ret) {

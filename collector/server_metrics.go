@@ -67,6 +67,8 @@ type serverTarget struct {
 	mu       sync.Mutex
 	detected string
 	lastErr  string
+	// last is the newest scrape's snapshot, for the status page.
+	last *ServerSnapshot
 }
 
 // NewServerMetrics returns a collector with no targets; give it targets
@@ -136,7 +138,7 @@ func (c *ServerMetrics) SetTargets(ts []ServerTarget) {
 				// A scrape may be reading o: copy rather than mutate.
 				n := &serverTarget{ServerTarget: t, client: o.client, clientErr: o.clientErr}
 				o.mu.Lock()
-				n.detected, n.lastErr = o.detected, o.lastErr
+				n.detected, n.lastErr, n.last = o.detected, o.lastErr, o.last
 				o.mu.Unlock()
 				o = n
 			}
@@ -221,6 +223,7 @@ func (c *ServerMetrics) Collect(ch chan<- prometheus.Metric) {
 			up, ok = 0, false
 		}
 		c.noteOutcome(r)
+		r.t.remember(r, time.Now())
 		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up, r.t.Name)
 		ch <- prometheus.MustNewConstMetric(c.dur, prometheus.GaugeValue, r.duration.Seconds(), r.t.Name)
 		if r.err != nil {

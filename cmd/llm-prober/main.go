@@ -57,6 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	webFlags := kingpinflag.AddFlags(serveCmd, defaultListenAddress)
 	shutdownTimeout := serveCmd.Flag("web.shutdown-timeout", "How long to wait for in-flight probes and requests when stopping.").Default("30s").Duration()
 	disableReload := serveCmd.Flag("web.disable-reload", "Refuse POST /-/reload (SIGHUP still reloads).").Bool()
+	historyResults := serveCmd.Flag("history.results-per-probe", "Recent results kept per probe for the status page (0 keeps none).").Default("100").Int()
 
 	checkCmd := app.Command("check-config", "Validate configuration files and exit 0 if all are valid, 1 otherwise.")
 	checkFiles := checkCmd.Arg("file", "Configuration files to check.").Default("llm-prober.yml").Strings()
@@ -94,6 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			webFlags:        webFlags,
 			shutdownTimeout: *shutdownTimeout,
 			disableReload:   *disableReload,
+			historyResults:  *historyResults,
 			logger:          logger,
 			stderr:          stderr,
 		})

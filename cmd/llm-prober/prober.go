@@ -23,6 +23,8 @@ import (
 type prober struct {
 	logger  *slog.Logger
 	metrics *collector.ProbeMetrics
+	// history keeps recent results for the status page; nil keeps none.
+	history *collector.History
 	runner  *schedule.Runner
 
 	mu      sync.Mutex
@@ -126,6 +128,7 @@ func (p *prober) apply(cfg *config.Config) {
 		for _, pc := range t.Probes {
 			w := cfg.Workloads[pc.Workload]
 			p.metrics.Add(collector.ProbeSeries{Target: t.Name, Probe: pc.Name, Model: t.Model, SLO: sloOf(pc)})
+			p.history.Add(collector.HistoryProbe{Target: t.Name, Probe: pc.Name, Protocol: t.Protocol, Endpoint: collector.DisplayEndpoint(t.Endpoint())})
 			newSeries[[2]string{t.Name, pc.Name}] = true
 			jobs = append(jobs, p.job(t, pc, w, ts))
 		}
@@ -135,6 +138,7 @@ func (p *prober) apply(cfg *config.Config) {
 	for key := range p.series {
 		if !newSeries[key] {
 			p.metrics.Remove(key[0], key[1])
+			p.history.Remove(key[0], key[1])
 		}
 	}
 	p.series = newSeries
@@ -191,6 +195,7 @@ func (p *prober) job(t *config.Target, pc *config.Probe, w *config.Workload, ts 
 			tk.Sent(res.Start)
 			p.metrics.ObserveScheduleLag(t.Name, pc.Name, max(res.Start.Sub(tk.Planned), 0))
 			p.metrics.Observe(t.Name, pc.Name, res)
+			p.history.Record(t.Name, pc.Name, req, res)
 			ok := res.Outcome == probe.OutcomeSuccess
 			if ok {
 				p.checkLengths(t.Name, pc.Name, logger, draw, res, &warnedOutput, &warnedInput)

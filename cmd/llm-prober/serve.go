@@ -24,6 +24,7 @@ import (
 
 	"github.com/llm-prober/llm-prober/collector"
 	"github.com/llm-prober/llm-prober/config"
+	"github.com/llm-prober/llm-prober/status"
 )
 
 type serveOptions struct {
@@ -31,8 +32,11 @@ type serveOptions struct {
 	webFlags        *web.FlagConfig
 	shutdownTimeout time.Duration
 	disableReload   bool
-	logger          *slog.Logger
-	stderr          io.Writer
+	// historyResults is how many results per probe the status page keeps
+	// (--history.results-per-probe); 0 keeps none.
+	historyResults int
+	logger         *slog.Logger
+	stderr         io.Writer
 	// listener, when set, is served instead of --web.listen-address; tests
 	// use it to learn the port.
 	listener net.Listener
@@ -46,6 +50,8 @@ type daemon struct {
 	config        *config.SafeConfig
 	registry      *prometheus.Registry
 	prober        *prober
+	history       *collector.History
+	servers       *collector.ServerMetrics
 	gpus          *collector.GPUCollector
 	ready         atomic.Bool
 	disableReload bool
@@ -65,13 +71,15 @@ func newDaemon(opts serveOptions) *daemon {
 		config:        config.NewSafeConfig(opts.configFile, opts.logger, reg),
 		registry:      reg,
 		prober:        newProber(opts.logger, probeMetrics),
+		history:       collector.NewHistory(opts.historyResults),
 		disableReload: opts.disableReload,
 	}
+	d.prober.history = d.history
 	d.config.OnChange(d.prober.apply)
 	// Model-server /metrics are fetched while Prometheus scrapes the prober.
-	serverMetrics := collector.NewServerMetrics(opts.logger)
-	reg.MustRegister(serverMetrics)
-	d.config.OnChange(serverMetrics.ApplyConfig)
+	d.servers = collector.NewServerMetrics(opts.logger)
+	reg.MustRegister(d.servers)
+	d.config.OnChange(d.servers.ApplyConfig)
 	// GPUs through NVML, loaded (or not) by the gpus config section; a
 	// reload that leaves that section alone does not touch NVML.
 	d.gpus = collector.NewGPUCollector(collector.GPUOptions{Logger: opts.logger})
@@ -108,21 +116,28 @@ func (d *daemon) handler() (http.Handler, error) {
 	})
 	mux.HandleFunc("/-/reload", d.handleReload)
 	mux.HandleFunc("/config", d.handleConfig)
-	landing, err := web.NewLandingPage(web.LandingConfig{
-		Name:        "llm-prober",
-		Description: "Probes LLM inference servers and exports how fast they answer",
-		Version:     version.Info(),
-		Links: []web.LandingLinks{
-			{Address: "/metrics", Text: "Metrics", Description: "Probe results, server and GPU metrics, and the prober's own"},
-			{Address: "/config", Text: "Configuration", Description: "The running configuration, secrets hidden"},
+	// The status page takes "/" and "/probes/…", and answers 404 with a
+	// page of its own for every path above does not serve.
+	page, err := status.New(status.Options{
+		Config:       d.config.Get,
+		History:      d.history,
+		Servers:      d.servers,
+		GPUs:         d.gpus,
+		Version:      version.Info(),
+		BuildContext: version.BuildContext(),
+		Logger:       d.logger,
+		Links: []status.Link{
+			{Address: "/metrics", Text: "Metrics", Description: "probe results, server and GPU metrics, and the prober's own"},
+			{Address: "/config", Text: "Configuration", Description: "the running configuration, secrets hidden"},
 			{Address: "/-/healthy", Text: "Health", Description: "200 while the process runs"},
 			{Address: "/-/ready", Text: "Readiness", Description: "200 once a valid configuration is loaded"},
+			{Address: "/-/reload", Text: "Reload info", Description: "POST reloads the configuration (so does SIGHUP); a GET says how"},
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	mux.Handle("/", landing)
+	page.Register(mux)
 	return mux, nil
 }
 
@@ -174,7 +189,7 @@ func serve(ctx context.Context, opts serveOptions) int {
 	defer d.gpus.Close()
 	handler, err := d.handler()
 	if err != nil {
-		logger.Error("Cannot build the landing page", "err", err)
+		logger.Error("Cannot build the status page", "err", err)
 		return 1
 	}
 	if err := d.config.Reload(); err != nil {

@@ -1,0 +1,445 @@
+package collector
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/llm-prober/llm-prober/internal/stats"
+	"github.com/llm-prober/llm-prober/probe"
+)
+
+// Bounds of one history record. Only the error, the request id, the finish
+// reason and the debug log have a variable size, and each is cut, so a
+// record costs at most MaxRecordBytes whatever a server sends; a probe's
+// history at most N times that (docs/security.md, "Status page history").
+const (
+	// MaxHistoryErrorBytes bounds a record's error message.
+	MaxHistoryErrorBytes = 1024
+	// MaxHistoryLogLines and MaxHistoryLogLineBytes bound a failure's debug
+	// log; successes keep none.
+	MaxHistoryLogLines     = 20
+	MaxHistoryLogLineBytes = 256
+	// maxHistoryIDBytes and maxHistoryFinishBytes bound what the prober
+	// generates or the server names; real values are far shorter.
+	maxHistoryIDBytes     = 128
+	maxHistoryFinishBytes = 64
+	// recordFixedBytes is the size of a Record without its strings' bytes
+	// (measured with unsafe.Sizeof on amd64, rounded up).
+	recordFixedBytes = 320
+	// logLineFixedBytes is one LogLine without its text.
+	logLineFixedBytes = 40
+	// MaxRecordBytes is the most one record can hold.
+	MaxRecordBytes = recordFixedBytes + MaxHistoryErrorBytes + maxHistoryIDBytes + maxHistoryFinishBytes +
+		MaxHistoryLogLines*(logLineFixedBytes+MaxHistoryLogLineBytes)
+)
+
+// DefaultHistoryResults is how many results the status page keeps per
+// probe unless --history.results-per-probe says otherwise.
+const DefaultHistoryResults = 100
+
+// HistoryProbe is what the debug log says about where a probe's requests
+// go. Endpoint must be free of credentials: pass it through
+// DisplayEndpoint.
+type HistoryProbe struct {
+	Target, Probe string
+	Protocol      string
+	Endpoint      string
+}
+
+// Record is one probe result reduced to the numbers the status page shows.
+// It holds no chunk times and no server text beyond the cut error, so its
+// size is bounded (MaxRecordBytes).
+type Record struct {
+	Start      time.Time
+	RequestID  string
+	Outcome    probe.Outcome
+	StatusCode int
+	Phases     probe.Phases
+	Streamed   bool
+	// TTFT is zero when no output arrived (or the answer was not streamed).
+	TTFT     time.Duration
+	TPOT     time.Duration
+	HasTPOT  bool
+	ITLP50   time.Duration
+	ITLMax   time.Duration
+	ITLCount int
+	Chunks   int
+	EndToEnd time.Duration
+
+	InputTokens        int
+	InputTokensSource  probe.TokenSource
+	OutputTokens       int
+	OutputTokensSource probe.TokenSource
+	FinishReason       string
+
+	// Err is the (already redacted) error, at most MaxHistoryErrorBytes.
+	Err string
+	// Log is the failure's debug log; nil for successes.
+	Log []LogLine
+}
+
+// OK reports whether the record is a success.
+func (r *Record) OK() bool { return r.Outcome == probe.OutcomeSuccess }
+
+// LogLine is one timestamped line of a failure's debug log.
+type LogLine struct {
+	At  time.Time
+	Msg string
+}
+
+// History keeps the most recent results of each configured probe for the
+// status page, in a ring of fixed length per probe. A nil *History keeps
+// nothing (--history.results-per-probe=0).
+type History struct {
+	n int
+
+	mu     sync.RWMutex
+	probes map[seriesKey]*probeHistory
+}
+
+type probeHistory struct {
+	info HistoryProbe
+
+	mu   sync.Mutex
+	ring []Record
+	next int // where the next record goes once the ring is full
+}
+
+// NewHistory keeps n results per probe; n <= 0 returns nil, which keeps
+// none.
+func NewHistory(n int) *History {
+	if n <= 0 {
+		return nil
+	}
+	return &History{n: n, probes: map[seriesKey]*probeHistory{}}
+}
+
+// PerProbe is how many results are kept per probe (0 when disabled).
+func (h *History) PerProbe() int {
+	if h == nil {
+		return 0
+	}
+	return h.n
+}
+
+// Add makes room for a probe's results. A probe that exists keeps its
+// results (a reload that changed nothing must not empty the page); its
+// description is updated.
+func (h *History) Add(p HistoryProbe) {
+	if h == nil {
+		return
+	}
+	k := seriesKey{p.Target, p.Probe}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if old, ok := h.probes[k]; ok && old.info == p {
+		return
+	} else if ok {
+		// The endpoint or protocol changed: the old results describe
+		// another server.
+		delete(h.probes, k)
+	}
+	h.probes[k] = &probeHistory{info: p, ring: make([]Record, 0, min(h.n, 16))}
+}
+
+// Remove drops a probe's results.
+func (h *History) Remove(target, probeName string) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	delete(h.probes, seriesKey{target, probeName})
+	h.mu.Unlock()
+}
+
+func (h *History) lookup(target, probeName string) *probeHistory {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.probes[seriesKey{target, probeName}]
+}
+
+// Record keeps one result of a probe that was added; results of probes
+// removed meanwhile (in flight during a reload) are dropped. req may be nil.
+func (h *History) Record(target, probeName string, req *probe.Request, res *probe.Result) {
+	if h == nil || res == nil {
+		return
+	}
+	ph := h.lookup(target, probeName)
+	if ph == nil {
+		return
+	}
+	rec := NewRecord(ph.info, req, res)
+	ph.mu.Lock()
+	defer ph.mu.Unlock()
+	if len(ph.ring) < h.n {
+		ph.ring = append(ph.ring, rec)
+		ph.next = len(ph.ring) % h.n
+		return
+	}
+	ph.ring[ph.next] = rec
+	ph.next = (ph.next + 1) % h.n
+}
+
+// Recent returns a probe's kept results, newest first, and whether the
+// probe is known. The records are copies; their Log slices are shared but
+// never modified.
+func (h *History) Recent(target, probeName string) ([]Record, bool) {
+	if h == nil {
+		return nil, false
+	}
+	ph := h.lookup(target, probeName)
+	if ph == nil {
+		return nil, false
+	}
+	ph.mu.Lock()
+	defer ph.mu.Unlock()
+	out := make([]Record, 0, len(ph.ring))
+	for i := range len(ph.ring) {
+		// next-1 is the newest, walking back around the ring.
+		out = append(out, ph.ring[(ph.next-1-i+2*len(ph.ring))%len(ph.ring)])
+	}
+	return out, true
+}
+
+// ProbeSummary describes a probe's kept results.
+type ProbeSummary struct {
+	// Count is how many results are kept, Successes how many succeeded.
+	Count, Successes int
+	// Last is the newest result (valid when Count > 0).
+	Last Record
+	// LastTTFT is the TTFT of the newest result that received a first
+	// token, whatever its outcome (as llm_probe_last_time_to_first_token_seconds).
+	LastTTFT time.Duration
+	// TTFTCount successful streamed results with a first token make the
+	// nearest-rank TTFTP50 and TTFTP95.
+	TTFTCount        int
+	TTFTP50, TTFTP95 time.Duration
+}
+
+// SuccessRatio is Successes / Count (0 without results).
+func (s ProbeSummary) SuccessRatio() float64 {
+	if s.Count == 0 {
+		return 0
+	}
+	return float64(s.Successes) / float64(s.Count)
+}
+
+// Summary summarises a probe's kept results, and whether the probe is
+// known.
+func (h *History) Summary(target, probeName string) (ProbeSummary, bool) {
+	if h == nil {
+		return ProbeSummary{}, false
+	}
+	ph := h.lookup(target, probeName)
+	if ph == nil {
+		return ProbeSummary{}, false
+	}
+	var s ProbeSummary
+	// A fixed array: the summary of every probe is computed on each page
+	// load, and DefaultHistoryResults of them fit on the stack.
+	var buf [DefaultHistoryResults]time.Duration
+	ttfts := buf[:0]
+	ph.mu.Lock()
+	n := len(ph.ring)
+	s.Count = n
+	for i := range n {
+		r := &ph.ring[(ph.next-1-i+2*n)%n]
+		if i == 0 {
+			s.Last = *r
+		}
+		if r.TTFT > 0 && s.LastTTFT == 0 {
+			s.LastTTFT = r.TTFT
+		}
+		if r.OK() {
+			s.Successes++
+			if r.Streamed && r.TTFT > 0 {
+				ttfts = append(ttfts, r.TTFT)
+			}
+		}
+	}
+	ph.mu.Unlock()
+	if len(ttfts) > 0 {
+		slices.Sort(ttfts)
+		s.TTFTCount = len(ttfts)
+		s.TTFTP50 = stats.Percentile(ttfts, 0.50)
+		s.TTFTP95 = stats.Percentile(ttfts, 0.95)
+	}
+	return s, true
+}
+
+// NewRecord reduces a result to a Record: derived numbers only, strings
+// cut to their bounds and copied (a cut that shared the server's megabyte
+// error would keep all of it alive), and for failures a debug log.
+func NewRecord(info HistoryProbe, req *probe.Request, res *probe.Result) Record {
+	r := Record{
+		Start:              res.Start,
+		RequestID:          cut(res.RequestID, maxHistoryIDBytes),
+		Outcome:            res.Outcome,
+		StatusCode:         res.StatusCode,
+		Phases:             res.Phases,
+		Streamed:           res.Streamed,
+		TTFT:               res.TTFT,
+		Chunks:             len(res.Chunks),
+		EndToEnd:           res.EndToEnd,
+		InputTokens:        res.InputTokens,
+		InputTokensSource:  res.InputTokensSource,
+		OutputTokens:       res.OutputTokens,
+		OutputTokensSource: res.OutputTokensSource,
+		FinishReason:       cut(res.FinishReason, maxHistoryFinishBytes),
+	}
+	r.TPOT, r.HasTPOT = res.TPOT()
+	if len(res.Chunks) > 1 {
+		itl := make([]time.Duration, 0, len(res.Chunks))
+		res.InterTokenLatencies(func(d time.Duration) { itl = append(itl, d) })
+		if len(itl) > 0 {
+			slices.Sort(itl)
+			r.ITLCount = len(itl)
+			r.ITLP50 = stats.Percentile(itl, 0.50)
+			r.ITLMax = itl[len(itl)-1]
+		}
+	}
+	if res.Err != nil {
+		r.Err = cut(res.Err.Error(), MaxHistoryErrorBytes)
+	}
+	if !r.OK() {
+		r.Log = debugLog(info, req, res, r)
+	}
+	return r
+}
+
+// cut returns s as valid UTF-8 of at most n bytes, marked with "…" when
+// shortened, in its own memory.
+func cut(s string, n int) string {
+	if len(s) <= n && utf8.ValidString(s) {
+		return strings.Clone(s)
+	}
+	const more = "…"
+	if len(s) > n {
+		i := n - len(more)
+		for i > 0 && !utf8.RuneStart(s[i]) {
+			i--
+		}
+		s = s[:i] + more
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// debugLog tells the story of one failed request in blackbox_exporter's
+// probe-log style, derived from the request and the result after the fact:
+// the request's shape (never its prompt text or headers), the connection
+// phases, the response head, the first token, the chunks, how the stream
+// ended and the outcome. Phase times are placed by adding the phases in
+// order from the start, which is how they follow each other on the wire.
+func debugLog(info HistoryProbe, req *probe.Request, res *probe.Result, rec Record) []LogLine {
+	log := make([]LogLine, 0, 10)
+	add := func(at time.Duration, format string, args ...any) {
+		if len(log) == MaxHistoryLogLines {
+			return
+		}
+		log = append(log, LogLine{At: res.Start.Add(at), Msg: cut(fmt.Sprintf(format, args...), MaxHistoryLogLineBytes)})
+	}
+	if req != nil {
+		add(0, "Sending %s request to %s: model=%q max_tokens=%d stream=%t prompt=%s",
+			info.Protocol, info.Endpoint, cut(req.Model, 64), req.MaxTokens, req.Stream, promptSize(req))
+	} else {
+		add(0, "Sending %s request to %s", info.Protocol, info.Endpoint)
+	}
+	p := res.Phases
+	var at time.Duration
+	if p.ConnectionReused {
+		add(0, "Reusing a pooled connection (no dns, connect or tls)")
+	}
+	if p.HasDNS {
+		at += p.DNS
+		add(at, "DNS lookup done in %s", msStr(p.DNS))
+	}
+	if p.HasConnect {
+		at += p.Connect
+		add(at, "Connected in %s", msStr(p.Connect))
+	}
+	if p.HasTLS {
+		at += p.TLS
+		add(at, "TLS handshake done in %s", msStr(p.TLS))
+	}
+	if p.HasWrite {
+		at += p.Write
+		add(at, "Request written in %s", msStr(p.Write))
+	}
+	switch {
+	case p.HasFirstByte && res.StatusCode != 0:
+		at += p.FirstByte
+		add(at, "Response head: status %d, first byte %s after the request was written", res.StatusCode, msStr(p.FirstByte))
+	case p.HasFirstByte:
+		at += p.FirstByte
+		add(at, "First byte of the response %s after the request was written", msStr(p.FirstByte))
+	case res.StatusCode != 0:
+		add(at, "Response head: status %d", res.StatusCode)
+	default:
+		add(at, "No response head received")
+	}
+	if res.TTFT > 0 {
+		add(res.TTFT, "First token after %s (TTFT)", msStr(res.TTFT))
+	}
+	if n := len(res.Chunks); n > 0 {
+		add(res.Chunks[n-1].At, "%d output chunks, %d output tokens (%s)", n, res.OutputTokens, sourceName(res.OutputTokensSource))
+	} else if res.Streamed || res.StatusCode != 0 {
+		add(res.EndToEnd, "No output received")
+	}
+	if rec.FinishReason != "" {
+		add(res.EndToEnd, "Answer ended: finish_reason=%q", rec.FinishReason)
+	} else {
+		add(res.EndToEnd, "Answer ended without a finish reason")
+	}
+	add(res.EndToEnd, "Probe failed after %s: outcome=%s err=%s", msStr(res.EndToEnd), res.Outcome, rec.Err)
+	return log
+}
+
+// promptSize describes the prompt by its size only: prompts may carry
+// data the page's readers should not see.
+func promptSize(req *probe.Request) string {
+	if len(req.Messages) > 0 {
+		chars := 0
+		for _, m := range req.Messages {
+			chars += utf8.RuneCountInString(m.Content)
+		}
+		return fmt.Sprintf("%d messages, %d characters", len(req.Messages), chars)
+	}
+	return fmt.Sprintf("%d characters", utf8.RuneCountInString(req.Prompt))
+}
+
+func sourceName(s probe.TokenSource) string {
+	if s == probe.TokenSourceNone {
+		return "count unknown"
+	}
+	return string(s)
+}
+
+func msStr(d time.Duration) string {
+	return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond))
+}
+
+// DisplayEndpoint is a target's URL or address as pages may show it: no
+// userinfo (config refuses it anyway), and no query or fragment, where
+// some hosted APIs take a key.
+func DisplayEndpoint(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		// A gRPC host:port, or something unparsable: cut at the first
+		// character that could start a query or userinfo.
+		if i := strings.IndexAny(raw, "?#@"); i >= 0 {
+			return raw[:i] + "…"
+		}
+		return raw
+	}
+	hidden := u.RawQuery != "" || u.Fragment != "" || u.User != nil
+	u.User, u.RawQuery, u.Fragment, u.ForceQuery = nil, "", "", false
+	if hidden {
+		return u.String() + "?…"
+	}
+	return u.String()
+}

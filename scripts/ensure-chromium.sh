@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Makes sure Debian's chromium is installed: the status page's browser test
+# (cmd/llm-prober/status_browser_test.go) loads the page in headless
+# Chromium. Idempotent: does nothing when /usr/bin/chromium is there.
+#
+# Exit 0: Chromium is there (make then requires the browser test to run).
+# Exit 1: it cannot be installed here (no apt-get, no root, offline); the
+# reason is printed and make test goes on, the browser test skipping.
+set -euo pipefail
+chromium=${CHROMIUM:-/usr/bin/chromium}
+if [ -x "$chromium" ]; then
+	exit 0
+fi
+echo "Chromium not found at $chromium; installing Debian's chromium package (about 100 MB)..." >&2
+if ! command -v apt-get >/dev/null 2>&1; then
+	echo "WARNING: Chromium is missing and apt-get is not available; the status page's browser test will skip. Install Chromium and set CHROMIUM=/path/to/it to run it." >&2
+	exit 1
+fi
+sudo=""
+if [ "$(id -u)" != 0 ]; then
+	if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+		sudo="sudo -n"
+	else
+		echo "WARNING: Chromium is missing and installing it needs root; the status page's browser test will skip. Run: apt-get install chromium" >&2
+		exit 1
+	fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# The package lists may be missing or stale (a fresh image has none): try
+# as they are, then once more after an update.
+if ! $sudo apt-get install -y --no-install-recommends chromium >"$log" 2>&1; then
+	if ! { $sudo apt-get update >"$log" 2>&1 && $sudo apt-get install -y --no-install-recommends chromium >"$log" 2>&1; }; then
+		echo "WARNING: could not install Debian's chromium package (offline, or no such package?); the status page's browser test will skip. Last lines of apt-get:" >&2
+		tail -n 5 "$log" >&2
+		exit 1
+	fi
+fi
+if [ ! -x "$chromium" ]; then
+	echo "WARNING: the chromium package installed but $chromium is missing; the status page's browser test will skip." >&2
+	exit 1
+fi
+echo "Chromium installed: $("$chromium" --version 2>/dev/null | head -n1)" >&2

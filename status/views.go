@@ -1,0 +1,443 @@
+package status
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llm-prober/llm-prober/collector"
+	"github.com/llm-prober/llm-prober/config"
+	"github.com/llm-prober/llm-prober/probe"
+)
+
+// The views hold strings formatted in Go: the templates only place them,
+// which keeps them simple and rendering cheap.
+
+// maxIndexErrorChars is how much of a failing probe's error "/" shows; the
+// probe page shows it whole (as kept, ≤ 1 KiB).
+const maxIndexErrorChars = 300
+
+type page struct {
+	Title                 string
+	Now                   string
+	Version, BuildContext string
+	Links                 []Link
+}
+
+func (h *Handler) page(title string) page {
+	return page{
+		Title:        title,
+		Now:          h.opts.Now().UTC().Format(timeLayout),
+		Version:      h.opts.Version,
+		BuildContext: h.opts.BuildContext,
+		Links:        h.opts.Links,
+	}
+}
+
+type notFoundView struct {
+	page
+	Message string
+}
+
+type indexView struct {
+	page
+	ConfigLoaded bool
+	HistoryN     int
+	Targets      []targetView
+	GPU          *gpuView
+}
+
+type targetView struct {
+	Name, Protocol, Endpoint, Model string
+	// Server is nil when the target has no server_metrics.
+	Server *serverView
+	Probes []probeRow
+}
+
+type serverView struct {
+	URL, Kind string
+	Up        bool
+	// State is "up", "down" or "not scraped yet"; When when it was scraped.
+	State, When, Err string
+	Models          []serverModelView
+}
+
+type serverModelView struct {
+	Model, Waiting, Running, KVCache, Batch string
+}
+
+type probeRow struct {
+	Name, Link string
+	Schedule   string
+	// Known is false when the history keeps nothing for the probe.
+	Known, HasResults, OK bool
+	Outcome, When, Ago   string
+	LastTTFT             string
+	Success, Count       string
+	TTFTP50, TTFTP95     string
+	Err                  string
+}
+
+type gpuView struct {
+	// Message replaces the table when there is nothing to show.
+	Message string
+	When    string
+	OK      bool
+	Devices []gpuDeviceView
+}
+
+type gpuDeviceView struct {
+	Index, Name, UUID, Utilization, Memory, Temperature, Power string
+}
+
+func (h *Handler) indexView(cfg *config.Config, st state) indexView {
+	v := indexView{page: h.page("llm-prober"), ConfigLoaded: cfg != nil, HistoryN: h.opts.History.PerProbe()}
+	if cfg == nil {
+		return v
+	}
+	now := h.opts.Now()
+	servers := map[string]*collector.ServerSnapshot{}
+	for i := range st.servers {
+		servers[st.servers[i].Target] = &st.servers[i]
+	}
+	v.Targets = make([]targetView, 0, len(cfg.Targets))
+	for _, t := range cfg.Targets {
+		tv := targetView{Name: t.Name, Protocol: t.Protocol, Endpoint: collector.DisplayEndpoint(t.Endpoint()), Model: t.Model}
+		if t.ServerMetrics != nil {
+			tv.Server = serverViewOf(servers[t.Name], t.ServerMetrics, now)
+		}
+		tv.Probes = make([]probeRow, 0, len(t.Probes))
+		for _, pc := range t.Probes {
+			tv.Probes = append(tv.Probes, h.probeRow(t, pc, now))
+		}
+		v.Targets = append(v.Targets, tv)
+	}
+	if st.gpu != nil {
+		v.GPU = gpuViewOf(st.gpu, now)
+	}
+	return v
+}
+
+func (h *Handler) probeRow(t *config.Target, pc *config.Probe, now time.Time) probeRow {
+	row := probeRow{Name: pc.Name, Link: ProbePath(t.Name, pc.Name), Schedule: scheduleOf(pc)}
+	s, ok := h.opts.History.Summary(t.Name, pc.Name)
+	if !ok {
+		return row
+	}
+	row.Known = true
+	if s.Count == 0 {
+		return row
+	}
+	row.HasResults = true
+	row.OK = s.Last.OK()
+	row.Outcome = string(s.Last.Outcome)
+	row.When = s.Last.Start.UTC().Format(clockLayout)
+	row.Ago = ago(now, s.Last.Start)
+	row.LastTTFT = durOrDash(s.LastTTFT, s.LastTTFT > 0)
+	row.Success = fmt.Sprintf("%.1f%%", 100*s.SuccessRatio())
+	row.Count = fmt.Sprintf("%d/%d", s.Successes, s.Count)
+	row.TTFTP50 = durOrDash(s.TTFTP50, s.TTFTCount > 0)
+	row.TTFTP95 = durOrDash(s.TTFTP95, s.TTFTCount > 0)
+	if !row.OK {
+		row.Err = truncate(s.Last.Err, maxIndexErrorChars)
+	}
+	return row
+}
+
+// scheduleOf describes a probe's schedule in a few words.
+func scheduleOf(pc *config.Probe) string {
+	sc := pc.Schedule
+	var s string
+	switch {
+	case len(sc.Stages) > 0:
+		s = strconv.Itoa(len(sc.Stages)) + " stages"
+	case sc.Every > 0:
+		s = "every " + sc.Every.String()
+	case sc.Rate != "":
+		s = "rate " + sc.Rate
+		if sc.Distribution == "poisson" {
+			s += " (poisson)"
+		}
+	case sc.Concurrency > 0:
+		s = "concurrency " + strconv.Itoa(sc.Concurrency)
+	case sc.Burst > 0 && sc.Cron != "":
+		s = "burst " + strconv.Itoa(sc.Burst) + " at " + sc.Cron
+	case sc.Burst > 0:
+		s = "burst " + strconv.Itoa(sc.Burst) + " every " + sc.Period.String()
+	}
+	if len(sc.Active) > 0 {
+		s += ", active " + strings.Join(sc.Active, " | ")
+	}
+	return s
+}
+
+func serverViewOf(s *collector.ServerSnapshot, cfg *config.ServerMetrics, now time.Time) *serverView {
+	v := &serverView{URL: collector.DisplayEndpoint(cfg.URL), Kind: cfg.Kind, State: "not scraped yet"}
+	if s == nil || s.CollectedAt.IsZero() {
+		return v
+	}
+	v.URL, v.Kind, v.Up = s.URL, s.Kind, s.Up
+	v.When = s.CollectedAt.UTC().Format(clockLayout) + " (" + ago(now, s.CollectedAt) + ")"
+	if !s.Up {
+		v.State, v.Err = "down", s.Err
+		return v
+	}
+	v.State = "up"
+	for _, m := range s.Models {
+		name := m.Model
+		if name == "" {
+			name = "(all)"
+		}
+		v.Models = append(v.Models, serverModelView{
+			Model:   name,
+			Waiting: numOrDash(m.Waiting, m.HasWaiting),
+			Running: numOrDash(m.Running, m.HasRunning),
+			KVCache: pctOrDash(m.KVCacheUsage, m.HasKVCache),
+			Batch:   numOrDash(m.BatchSize, m.HasBatch),
+		})
+	}
+	return v
+}
+
+func gpuViewOf(g *collector.GPUSnapshot, now time.Time) *gpuView {
+	enabled := g.Enabled
+	if enabled == "" {
+		enabled = "auto"
+	}
+	switch {
+	case !g.Loaded && g.ApplyErr != "":
+		return &gpuView{Message: "No GPU metrics (gpus.enabled is " + enabled + "): " + g.ApplyErr}
+	case !g.Loaded && enabled == "false":
+		return &gpuView{Message: "No GPU metrics (gpus.enabled is false)."}
+	case !g.Loaded:
+		return &gpuView{Message: "No GPU metrics (gpus.enabled is " + enabled + "; NVML is not available on this host)."}
+	case g.CollectedAt.IsZero():
+		return &gpuView{Message: "NVML is loaded; no collection has finished yet."}
+	}
+	v := &gpuView{When: g.CollectedAt.UTC().Format(clockLayout) + " (" + ago(now, g.CollectedAt) + ")", OK: g.OK}
+	if len(g.Devices) == 0 {
+		v.Message = "NVML is loaded but reports no GPUs (or none selected by gpus.devices)."
+		return v
+	}
+	for _, d := range g.Devices {
+		dv := gpuDeviceView{
+			Index:       strconv.Itoa(d.Index),
+			Name:        d.Name,
+			UUID:        d.UUID,
+			Utilization: pctOrDash(d.Utilization, d.HasUtilization),
+			Temperature: "–",
+			Memory:      "–",
+			Power:       "–",
+		}
+		if d.HasMemory {
+			dv.Memory = fmt.Sprintf("%.1f / %.1f GiB", d.MemoryUsed/(1<<30), d.MemoryTotal/(1<<30))
+		}
+		if d.HasTemperature {
+			dv.Temperature = fmt.Sprintf("%.0f °C", d.Temperature)
+		}
+		switch {
+		case d.HasPower && d.HasPowerLim:
+			dv.Power = fmt.Sprintf("%.0f / %.0f W", d.Power, d.PowerLimit)
+		case d.HasPower:
+			dv.Power = fmt.Sprintf("%.0f W", d.Power)
+		}
+		v.Devices = append(v.Devices, dv)
+	}
+	return v
+}
+
+type probeView struct {
+	page
+	Target, Probe, Protocol, Endpoint, Model string
+	Schedule                                 string
+	HistoryN                                 int
+	Known                                    bool
+	Summary                                  probeRow
+	Results                                  []resultRow
+}
+
+type resultRow struct {
+	Time, Ago, Outcome, RequestID, Status string
+	OK                                    bool
+	DNS, Connect, TLS, Write, FirstByte   string
+	Connection                            string
+	TTFT, TPOT, ITLP50, ITLMax, EndToEnd  string
+	Input, Output, Finish                 string
+	Err                                   string
+	Log                                   []logRow
+	// Open shows the newest failure's debug log unfolded.
+	Open bool
+}
+
+type logRow struct {
+	Time, Msg string
+}
+
+// probeView builds a probe's page; false when the running configuration
+// has no such probe.
+func (h *Handler) probeView(cfg *config.Config, target, probeName string) (probeView, bool) {
+	if cfg == nil {
+		return probeView{}, false
+	}
+	var t *config.Target
+	var pc *config.Probe
+	for _, ct := range cfg.Targets {
+		if ct.Name != target {
+			continue
+		}
+		for _, cp := range ct.Probes {
+			if cp.Name == probeName {
+				t, pc = ct, cp
+			}
+		}
+	}
+	if pc == nil {
+		return probeView{}, false
+	}
+	now := h.opts.Now()
+	v := probeView{
+		page:     h.page(target + " / " + probeName + " — llm-prober"),
+		Target:   target,
+		Probe:    probeName,
+		Protocol: t.Protocol,
+		Endpoint: collector.DisplayEndpoint(t.Endpoint()),
+		Model:    t.Model,
+		Schedule: scheduleOf(pc),
+		HistoryN: h.opts.History.PerProbe(),
+		Summary:  h.probeRow(t, pc, now),
+	}
+	recs, ok := h.opts.History.Recent(target, probeName)
+	v.Known = ok
+	v.Results = make([]resultRow, 0, len(recs))
+	opened := false
+	for i := range recs {
+		row := resultRowOf(&recs[i], now)
+		if !row.OK && !opened {
+			row.Open, opened = true, true
+		}
+		v.Results = append(v.Results, row)
+	}
+	return v, true
+}
+
+func resultRowOf(r *collector.Record, now time.Time) resultRow {
+	p := r.Phases
+	row := resultRow{
+		Time:      r.Start.UTC().Format(timeLayout),
+		Ago:       ago(now, r.Start),
+		Outcome:   string(r.Outcome),
+		OK:        r.OK(),
+		RequestID: r.RequestID,
+		Status:    "–",
+		DNS:       durOrDash(p.DNS, p.HasDNS),
+		Connect:   durOrDash(p.Connect, p.HasConnect),
+		TLS:       durOrDash(p.TLS, p.HasTLS),
+		Write:     durOrDash(p.Write, p.HasWrite),
+		FirstByte: durOrDash(p.FirstByte, p.HasFirstByte),
+		TTFT:      durOrDash(r.TTFT, r.TTFT > 0),
+		TPOT:      durOrDash(r.TPOT, r.HasTPOT),
+		ITLP50:    durOrDash(r.ITLP50, r.ITLCount > 0),
+		ITLMax:    durOrDash(r.ITLMax, r.ITLCount > 0),
+		EndToEnd:  durOrDash(r.EndToEnd, r.EndToEnd > 0),
+		Input:     tokens(r.InputTokens, r.InputTokensSource),
+		Output:    tokens(r.OutputTokens, r.OutputTokensSource),
+		Finish:    r.FinishReason,
+		Err:       r.Err,
+	}
+	if r.StatusCode != 0 {
+		row.Status = strconv.Itoa(r.StatusCode)
+	}
+	if p.ConnectionReused {
+		row.Connection = "reused"
+	} else if p.HasConnect || p.HasWrite {
+		row.Connection = "new"
+	}
+	if !r.Streamed && r.OK() {
+		row.TTFT = "not streamed"
+	}
+	if row.Finish == "" {
+		row.Finish = "–"
+	}
+	for _, l := range r.Log {
+		row.Log = append(row.Log, logRow{Time: l.At.UTC().Format(timeLayout), Msg: l.Msg})
+	}
+	return row
+}
+
+const (
+	timeLayout  = "2006-01-02 15:04:05.000Z07:00"
+	clockLayout = "15:04:05Z07:00"
+)
+
+// dur prints a duration in milliseconds with precision that suits its size.
+func dur(d time.Duration) string {
+	v := float64(d) / float64(time.Millisecond)
+	switch {
+	case v < 1:
+		return strconv.FormatFloat(v, 'f', 3, 64) + " ms"
+	case v < 100:
+		return strconv.FormatFloat(v, 'f', 2, 64) + " ms"
+	case v < 10000:
+		return strconv.FormatFloat(v, 'f', 1, 64) + " ms"
+	default:
+		return strconv.FormatFloat(v/1000, 'f', 2, 64) + " s"
+	}
+}
+
+func durOrDash(d time.Duration, ok bool) string {
+	if !ok {
+		return "–"
+	}
+	return dur(d)
+}
+
+func numOrDash(v float64, ok bool) string {
+	if !ok {
+		return "–"
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+func pctOrDash(v float64, ok bool) string {
+	if !ok {
+		return "–"
+	}
+	return strconv.FormatFloat(100*v, 'f', 1, 64) + "%"
+}
+
+func tokens(n int, src probe.TokenSource) string {
+	if src == probe.TokenSourceNone {
+		return "–"
+	}
+	return strconv.Itoa(n) + " (" + string(src) + ")"
+}
+
+// ago is a short relative time ("4s ago").
+func ago(now, t time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < 0:
+		return "just now"
+	case d < time.Minute:
+		return strconv.Itoa(int(d/time.Second)) + "s ago"
+	case d < time.Hour:
+		return strconv.Itoa(int(d/time.Minute)) + "m ago"
+	case d < 48*time.Hour:
+		return strconv.Itoa(int(d/time.Hour)) + "h ago"
+	default:
+		return strconv.Itoa(int(d/(24*time.Hour))) + "d ago"
+	}
+}
+
+// truncate cuts s to at most n runes, marking the cut.
+func truncate(s string, n int) string {
+	i := 0
+	for j := range s {
+		if i == n {
+			return strings.TrimSpace(s[:j]) + "…"
+		}
+		i++
+	}
+	return s
+}
