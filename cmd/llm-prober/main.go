@@ -68,6 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	probeTarget := probeCmd.Flag("target", "Name of the target to probe.").Required().String()
 	probeName := probeCmd.Flag("probe", "Name of the probe (default: the target's first).").String()
 
+	benchCmd := addBenchCommand(app)
+
 	simCmd := app.Command("simulate", "Run the built-in simulated LLM server (OpenAI-compatible, vLLM metrics, ground truth, fault injection).")
 	simFlags := simulator.RegisterFlags(simCmd)
 
@@ -87,6 +89,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return checkConfig(*checkFiles, *checkPrint, stdout, stderr)
 	case probeCmd.FullCommand():
 		return probeOnce(ctx, *probeConfig, *probeTarget, *probeName, logger, stdout, stderr)
+	case benchCmd.cmd.FullCommand():
+		return runBench(ctx, benchCmd, logger, stdout, stderr)
 	case simCmd.FullCommand():
 		return simulate(ctx, simFlags, logger, stderr)
 	default:

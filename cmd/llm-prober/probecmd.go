@@ -15,33 +15,10 @@ import (
 // probeOnce sends one probe now and prints its breakdown: the first thing
 // to run when a number on a dashboard looks wrong. Exit 0 on success.
 func probeOnce(ctx context.Context, configFile, targetName, probeName string, logger *slog.Logger, stdout, stderr io.Writer) int {
-	cfg, err := config.Load(configFile)
+	cfg, target, pc, err := loadProbe(configFile, targetName, probeName)
 	if err != nil {
-		fmt.Fprintf(stderr, "llm-prober: invalid configuration:\n%v\n", err)
+		fmt.Fprintf(stderr, "llm-prober: %v\n", err)
 		return 1
-	}
-	var target *config.Target
-	for _, t := range cfg.Targets {
-		if t.Name == targetName {
-			target = t
-		}
-	}
-	if target == nil {
-		fmt.Fprintf(stderr, "llm-prober: no target %q in %s\n", targetName, configFile)
-		return 1
-	}
-	pc := target.Probes[0]
-	if probeName != "" {
-		pc = nil
-		for _, p := range target.Probes {
-			if p.Name == probeName {
-				pc = p
-			}
-		}
-		if pc == nil {
-			fmt.Fprintf(stderr, "llm-prober: target %q has no probe %q\n", targetName, probeName)
-			return 1
-		}
 	}
 	d, err := probe.NewDriver(target.Protocol, driverOptions(target), logger)
 	if err != nil {
@@ -62,4 +39,36 @@ func probeOnce(ctx context.Context, configFile, targetName, probeName string, lo
 		return 1
 	}
 	return 0
+}
+
+// loadProbe loads configFile and finds the named target and probe (the
+// target's first when probeName is empty): the one-shot commands, probe
+// and bench, address what they send the same way.
+func loadProbe(configFile, targetName, probeName string) (*config.Config, *config.Target, *config.Probe, error) {
+	cfg, err := config.Load(configFile)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	var target *config.Target
+	for _, t := range cfg.Targets {
+		if t.Name == targetName {
+			target = t
+		}
+	}
+	if target == nil {
+		return nil, nil, nil, fmt.Errorf("no target %q in %s", targetName, configFile)
+	}
+	pc := target.Probes[0]
+	if probeName != "" {
+		pc = nil
+		for _, p := range target.Probes {
+			if p.Name == probeName {
+				pc = p
+			}
+		}
+		if pc == nil {
+			return nil, nil, nil, fmt.Errorf("target %q has no probe %q", targetName, probeName)
+		}
+	}
+	return cfg, target, pc, nil
 }

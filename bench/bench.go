@@ -1,0 +1,234 @@
+// Package bench is the engine of `llm-prober bench`: it sweeps a target
+// through closed-loop concurrencies or open-loop rates with the prober's
+// own drivers, workloads and schedule package, and reports each step with
+// the definitions of docs/metrics.md (docs/bench.md has the details), so
+// numbers taken before a deploy mean what the daemon's numbers mean after.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/prometheus/common/version"
+
+	"github.com/llm-prober/llm-prober/probe"
+)
+
+// Exit codes of a bench run.
+const (
+	ExitPass        = 0
+	ExitFail        = 1 // a threshold failed, or setup went wrong
+	ExitUsage       = 2
+	ExitInterrupted = 130
+)
+
+// Defaults of the settings.
+const (
+	DefaultDuration        = 60 * time.Second
+	DefaultStabilityWindow = 10 * time.Second
+	DefaultWarmup          = 10 * time.Second
+	DefaultMaxWindows      = 10
+	DefaultMaxInFlight     = 1024
+	DefaultInterruptDrain  = 5 * time.Second
+	DefaultProgressEvery   = 10 * time.Second
+)
+
+// Settings are the user's choices of load and measurement.
+type Settings struct {
+	Mode    Mode
+	Levels  []float64
+	Poisson bool
+	// Duration is each step's measurement time, or each window's length
+	// in stability mode.
+	Duration time.Duration
+	Warmup   time.Duration
+	// Requests, when > 0, ends a step (a window in stability mode) once
+	// that many measured requests were sent and ended, instead of Duration.
+	Requests int
+	// Stability, when > 0, is the relative tolerance (0.1 for 10%).
+	Stability   float64
+	MaxWindows  int
+	MaxInFlight int
+	Thresholds  []Threshold
+	// Seed makes Poisson gaps reproducible; zero is random.
+	Seed uint64
+}
+
+// Validate reports a usage error in s.
+func (s *Settings) Validate() error {
+	if s.Mode != ModeConcurrency && s.Mode != ModeRate {
+		return fmt.Errorf("mode %q: want concurrency or rate", s.Mode)
+	}
+	if len(s.Levels) == 0 {
+		return fmt.Errorf("no levels to run; give --concurrency or --rate")
+	}
+	if s.Poisson && s.Mode != ModeRate {
+		return fmt.Errorf("--poisson shapes open-loop arrivals; use it with --rate")
+	}
+	if s.Requests < 0 {
+		return fmt.Errorf("--requests must be ≥ 1, got %d", s.Requests)
+	}
+	if s.Requests == 0 && s.Duration <= 0 {
+		return fmt.Errorf("--duration must be positive, got %s", s.Duration)
+	}
+	if s.Warmup < 0 {
+		return fmt.Errorf("--warmup must not be negative, got %s", s.Warmup)
+	}
+	if s.Stability < 0 || s.Stability >= 1 {
+		return fmt.Errorf("--stability must be a percentage between 0%% and 100%%, got %g%%", s.Stability*100)
+	}
+	if s.Stability > 0 && s.MaxWindows < stabilityWindows {
+		return fmt.Errorf("--max-windows must be at least %d with --stability (three windows must agree), got %d", stabilityWindows, s.MaxWindows)
+	}
+	if s.Mode == ModeRate && s.MaxInFlight < 1 {
+		return fmt.Errorf("--max-in-flight must be ≥ 1, got %d", s.MaxInFlight)
+	}
+	return nil
+}
+
+// Options are everything a run needs besides its context.
+type Options struct {
+	Settings
+	Driver probe.Driver
+	// NewRequest draws the next request (workload, model, streaming).
+	NewRequest func() *probe.Request
+	// Timeout bounds each request, as the probe's timeout does.
+	Timeout time.Duration
+	// Config describes the target for the outputs; it must hold no secret.
+	Config ConfigInfo
+
+	JSONPath, CSVPath, RequestsPath string
+
+	Stdout, Stderr io.Writer
+	// Live redraws one progress line on Stderr (a terminal); otherwise a
+	// line is printed every ProgressEvery.
+	Live           bool
+	ProgressEvery  time.Duration
+	InterruptDrain time.Duration
+	Logger         *slog.Logger
+}
+
+// Report is a whole run, as --output writes it.
+type Report struct {
+	Tool        Tool              `json:"tool"`
+	StartedAt   time.Time         `json:"started_at"`
+	EndedAt     time.Time         `json:"ended_at"`
+	Interrupted bool              `json:"interrupted"`
+	Config      ConfigInfo        `json:"config"`
+	Flags       FlagsInfo         `json:"flags"`
+	Steps       []*Step           `json:"steps"`
+	Thresholds  []ThresholdResult `json:"thresholds"`
+	// Passed: every threshold held on every step (true without thresholds).
+	Passed bool `json:"passed"`
+}
+
+// Tool identifies the build that measured.
+type Tool struct {
+	Name      string `json:"name"`
+	Version   string `json:"version"`
+	Revision  string `json:"revision"`
+	GoVersion string `json:"go_version"`
+}
+
+func toolInfo() Tool {
+	v := version.Version
+	if v == "" {
+		v = "unknown" // not stamped: go run, go test
+	}
+	return Tool{Name: "llm-prober", Version: v, Revision: version.GetRevision(), GoVersion: version.GoVersion}
+}
+
+// Run sweeps the levels in order and reports every step; it returns the
+// report and the exit code. Output files are opened before the first
+// request, so an unwritable path costs no load.
+func Run(ctx context.Context, o Options) (*Report, int) {
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	if o.Stderr == nil {
+		o.Stderr = io.Discard
+	}
+	if err := o.Validate(); err != nil {
+		fmt.Fprintf(o.Stderr, "llm-prober bench: %v\n", err)
+		return nil, ExitUsage
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.InterruptDrain <= 0 {
+		o.InterruptDrain = DefaultInterruptDrain
+	}
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = DefaultProgressEvery
+	}
+	out, err := openOutputs(o)
+	if err != nil {
+		fmt.Fprintf(o.Stderr, "llm-prober bench: %v\n", err)
+		return nil, ExitFail
+	}
+	defer out.close()
+
+	rep := &Report{Tool: toolInfo(), StartedAt: time.Now(), Config: o.Config, Flags: flagsInfo(&o.Settings)}
+	prog := &progress{w: o.Stderr, live: o.Live, every: o.ProgressEvery, steps: len(o.Levels)}
+	for i, level := range o.Levels {
+		if ctx.Err() != nil {
+			break
+		}
+		step := newStepRun(&o, i+1, level).run(ctx, prog)
+		rep.Steps = append(rep.Steps, step)
+		writeStepTable(o.Stdout, step, len(o.Levels))
+		if step.Stable != nil && !*step.Stable {
+			fmt.Fprintf(o.Stderr, "warning: step %d (%s) did not stabilise within %d windows of %s at ±%g%%; its statistics are the last %d windows\n",
+				step.Index, step.Label(), o.MaxWindows, windowDesc(&o.Settings), o.Stability*100, step.ReportedWindows)
+		}
+		if err := out.writeRequests(step); err != nil {
+			fmt.Fprintf(o.Stderr, "llm-prober bench: %v\n", err)
+		}
+		if step.Interrupted {
+			rep.Interrupted = true
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		rep.Interrupted = true
+	}
+	rep.EndedAt = time.Now()
+	rep.Thresholds = Evaluate(o.Thresholds, rep.Steps)
+	rep.Passed = true
+	for _, t := range rep.Thresholds {
+		rep.Passed = rep.Passed && t.Passed
+	}
+	writeSummary(o.Stdout, rep)
+	writeThresholds(o.Stdout, rep)
+	code := ExitPass
+	if err := out.finish(rep); err != nil {
+		fmt.Fprintf(o.Stderr, "llm-prober bench: %v\n", err)
+		code = ExitFail
+	}
+	switch {
+	case rep.Interrupted:
+		fmt.Fprintln(o.Stderr, "llm-prober bench: interrupted; statistics cover what was measured until then")
+		return rep, ExitInterrupted
+	case !rep.Passed:
+		return rep, ExitFail
+	}
+	return rep, code
+}
+
+func windowDesc(s *Settings) string {
+	if s.Requests > 0 {
+		return fmt.Sprintf("%d requests", s.Requests)
+	}
+	return s.Duration.String()
+}
+
+// IsTerminal reports whether f is a character device (a terminal), where
+// a progress line can be redrawn in place.
+func IsTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

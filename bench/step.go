@@ -1,0 +1,419 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/llm-prober/llm-prober/internal/stats"
+	"github.com/llm-prober/llm-prober/probe"
+	"github.com/llm-prober/llm-prober/schedule"
+)
+
+// Step is one level of the sweep and what it measured.
+type Step struct {
+	// Index is 1-based, in the order the steps ran.
+	Index   int     `json:"index"`
+	Mode    Mode    `json:"mode"`
+	Level   float64 `json:"level"`
+	Poisson bool    `json:"poisson,omitempty"`
+
+	StartedAt            time.Time `json:"started_at"`
+	MeasurementStartedAt time.Time `json:"measurement_started_at"`
+	EndedAt              time.Time `json:"ended_at"`
+	// Interrupted: the run was stopped (Ctrl-C) during this step; its
+	// statistics cover what was measured until then.
+	Interrupted bool `json:"interrupted"`
+	// Stable is set only in stability mode: whether three consecutive
+	// windows agreed within the tolerance.
+	Stable *bool `json:"stable,omitempty"`
+	// Windows are every measurement window's throughput and mean latency
+	// in stability mode; the statistics merge the last ReportedWindows.
+	Windows         []WindowSummary `json:"windows,omitempty"`
+	ReportedWindows int             `json:"reported_windows"`
+
+	// WarmupRequests were sent during warm-up; their results are discarded.
+	WarmupRequests int `json:"warmup_requests"`
+	// UnmeasuredRequests were sent after the reported windows (the window
+	// running while stability was judged) and are not in the statistics.
+	UnmeasuredRequests int `json:"unmeasured_requests"`
+	// CancelledRequests were still in flight when an interrupted step's
+	// drain time ran out; they were cancelled and are not in the statistics.
+	CancelledRequests int `json:"cancelled_requests"`
+	// Skipped are open-loop arrivals not sent during the reported windows
+	// because --max-in-flight requests were already in flight, by reason.
+	Skipped        map[string]int `json:"skipped"`
+	SkippedTotal   int            `json:"skipped_total"`
+	WarmupSkipped  int            `json:"warmup_skipped"`
+	ScheduleLagP99 float64        `json:"schedule_lag_p99_seconds"`
+
+	Stats
+
+	records []*record
+}
+
+// Label is the step's level for people.
+func (s *Step) Label() string { return Label(s.Mode, s.Level) }
+
+// WindowSummary is one stability window.
+type WindowSummary struct {
+	Requests           int     `json:"requests"`
+	RequestsPerSecond  float64 `json:"requests_per_second"`
+	MeanLatencySeconds float64 `json:"mean_request_latency_seconds"`
+}
+
+// record is one measured request.
+type record struct {
+	window  int
+	planned time.Time
+	res     *probe.Result
+}
+
+type window struct {
+	records []*record
+	pending int
+	sends   int
+	skipped map[string]int
+}
+
+// stepRun drives one step: one schedule.Runner with one job, windows
+// assigned by send time (or by send count with --requests), and a
+// controller deciding when the step is over.
+type stepRun struct {
+	o          *Options
+	step       *Step
+	count      bool // windows of o.Requests sends rather than of o.Duration
+	maxWindows int
+	measure    time.Time
+	changed    chan struct{}
+
+	mu      sync.Mutex
+	closed  bool
+	warmup  int
+	wSkip   int
+	windows []*window
+	// live progress
+	liveTTFT   []float64
+	liveDone   int
+	liveErrors int
+}
+
+var errInterrupted = errors.New("interrupted")
+
+func newStepRun(o *Options, index int, level float64) *stepRun {
+	s := &stepRun{
+		o:          o,
+		count:      o.Requests > 0,
+		maxWindows: 1,
+		changed:    make(chan struct{}, 1),
+		step: &Step{
+			Index: index, Mode: o.Mode, Level: level, Poisson: o.Mode == ModeRate && o.Poisson,
+			Skipped: map[string]int{},
+		},
+	}
+	if o.Stability > 0 {
+		s.maxWindows = o.MaxWindows
+	}
+	return s
+}
+
+func (s *stepRun) window(k int) *window {
+	for len(s.windows) <= k {
+		s.windows = append(s.windows, &window{skipped: map[string]int{}})
+	}
+	return s.windows[k]
+}
+
+// windowAt says which measurement window a send or skip at now falls in:
+// -1 during warm-up; maxWindows and beyond when measurement is over.
+// Callers hold mu.
+func (s *stepRun) windowAt(now time.Time) int {
+	if now.Before(s.measure) {
+		return -1
+	}
+	if s.count {
+		n := 0
+		for _, w := range s.windows {
+			n += w.sends
+		}
+		return n / s.o.Requests
+	}
+	return int(now.Sub(s.measure) / s.o.Duration)
+}
+
+// admit decides whether a send goes out, and into which window.
+func (s *stepRun) admit(now time.Time) (int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, false
+	}
+	k := s.windowAt(now)
+	switch {
+	case k < 0:
+		s.warmup++
+	case k >= s.maxWindows:
+		return 0, false
+	default:
+		w := s.window(k)
+		w.sends++
+		w.pending++
+	}
+	return k, true
+}
+
+func (s *stepRun) finish(rec *record) {
+	s.mu.Lock()
+	if rec.window >= 0 {
+		w := s.window(rec.window)
+		w.pending--
+		w.records = append(w.records, rec)
+		s.liveDone++
+		if rec.res.Outcome != probe.OutcomeSuccess {
+			s.liveErrors++
+		} else if rec.res.TTFT > 0 {
+			s.liveTTFT = append(s.liveTTFT, rec.res.TTFT.Seconds())
+		}
+	}
+	s.mu.Unlock()
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (s *stepRun) skip(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	switch k := s.windowAt(time.Now()); {
+	case k < 0:
+		s.wSkip++
+	case k < s.maxWindows:
+		s.window(k).skipped[reason]++
+	}
+}
+
+func (s *stepRun) job() schedule.Job {
+	spec := schedule.Spec{Concurrency: int(s.step.Level), MaxInFlight: int(s.step.Level)}
+	if s.o.Mode == ModeRate {
+		spec = schedule.Spec{Rate: s.step.Level, Poisson: s.o.Poisson, MaxInFlight: s.o.MaxInFlight}
+	}
+	return schedule.Job{
+		Key:         "bench/" + s.step.Label(),
+		Fingerprint: s.step.Label(),
+		Spec:        spec,
+		Skipped:     s.skip,
+		Run: func(ctx context.Context, tk schedule.Ticket) bool {
+			k, ok := s.admit(time.Now())
+			if !ok {
+				// false, not true: a closed-loop worker then pauses instead
+				// of asking again at once until the runner stops.
+				return false
+			}
+			req := s.o.NewRequest()
+			ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+			defer cancel()
+			res := s.o.Driver.Probe(ctx, req)
+			tk.Sent(res.Start)
+			s.finish(&record{window: k, planned: tk.Planned, res: res})
+			return res.Outcome == probe.OutcomeSuccess
+		},
+	}
+}
+
+// run executes the step until it is measured or ctx is cancelled.
+func (s *stepRun) run(ctx context.Context, progress *progress) *Step {
+	step := s.step
+	step.StartedAt = time.Now()
+	s.measure = step.StartedAt.Add(s.o.Warmup)
+	step.MeasurementStartedAt = s.measure
+	runner := schedule.NewRunner(s.o.Logger, schedule.Options{Seed: s.o.Seed})
+	runner.Apply([]schedule.Job{s.job()})
+	stopProgress := progress.start(s)
+
+	reported, stableVerdict, err := s.control(ctx)
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	drain := s.o.Timeout + time.Second
+	if err != nil {
+		step.Interrupted = true
+		drain = s.o.InterruptDrain
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), drain)
+	runner.Stop(dctx)
+	cancel()
+	stopProgress()
+	step.EndedAt = time.Now()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if step.Interrupted {
+		// What was measured so far: the last (up to) three windows with
+		// anything in them, the current partial one included.
+		hi := len(s.windows)
+		for hi > 0 && len(s.windows[hi-1].records) == 0 {
+			hi--
+		}
+		reported = [2]int{max(0, hi-s.reportSpan()), hi}
+	}
+	if s.o.Stability > 0 && !step.Interrupted {
+		step.Stable = &stableVerdict
+	}
+	s.collect(reported)
+	return step
+}
+
+// reportSpan is how many windows the statistics merge.
+func (s *stepRun) reportSpan() int {
+	if s.o.Stability > 0 {
+		return stabilityWindows
+	}
+	return 1
+}
+
+// stabilityWindows is how many consecutive windows must agree.
+const stabilityWindows = 3
+
+// control waits for the step's windows to complete and judges stability;
+// it returns the windows to report [lo, hi) and whether they were stable.
+func (s *stepRun) control(ctx context.Context) ([2]int, bool, error) {
+	for k := 0; ; k++ {
+		if err := s.waitWindow(ctx, k); err != nil {
+			return [2]int{}, false, err
+		}
+		if s.o.Stability <= 0 {
+			return [2]int{0, 1}, false, nil
+		}
+		s.mu.Lock()
+		sum := s.windowStats(k)
+		s.step.Windows = append(s.step.Windows, WindowSummary{Requests: sum.Requests, RequestsPerSecond: sum.RequestsPerSecond, MeanLatencySeconds: sum.Latency.Avg})
+		var ok bool
+		if k+1 >= stabilityWindows {
+			var last []Stats
+			for i := k + 1 - stabilityWindows; i <= k; i++ {
+				last = append(last, s.windowStats(i))
+			}
+			ok = stable(last, s.o.Stability)
+		}
+		s.mu.Unlock()
+		if ok || k+1 >= s.maxWindows {
+			return [2]int{max(0, k+1-stabilityWindows), k + 1}, ok, nil
+		}
+	}
+}
+
+// windowStats computes one window's statistics. Callers hold mu.
+func (s *stepRun) windowStats(k int) Stats {
+	w := s.window(k)
+	rs := make([]*probe.Result, len(w.records))
+	for i, r := range w.records {
+		rs[i] = r.res
+	}
+	return computeStats(rs)
+}
+
+// waitWindow returns once window k is over (its time passed, or its
+// --requests sends went out) and every request sent in it has ended.
+func (s *stepRun) waitWindow(ctx context.Context, k int) error {
+	if !s.count {
+		end := s.measure.Add(time.Duration(k+1) * s.o.Duration)
+		t := time.NewTimer(time.Until(end))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errInterrupted
+		case <-t.C:
+		}
+	}
+	for {
+		s.mu.Lock()
+		w := s.window(k)
+		done := w.pending == 0 && (!s.count || w.sends >= s.o.Requests)
+		s.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errInterrupted
+		case <-s.changed:
+		}
+	}
+}
+
+// collect fills the step's statistics from windows [lo, hi). Callers
+// hold mu.
+func (s *stepRun) collect(reported [2]int) {
+	step := s.step
+	step.WarmupRequests = s.warmup
+	step.WarmupSkipped = s.wSkip
+	step.ReportedWindows = reported[1] - reported[0]
+	var results []*probe.Result
+	var lags []float64
+	for k, w := range s.windows {
+		if k < reported[0] {
+			continue
+		}
+		if k >= reported[1] {
+			step.UnmeasuredRequests += w.sends
+			continue
+		}
+		for reason, n := range w.skipped {
+			step.Skipped[reason] += n
+			step.SkippedTotal += n
+		}
+		for _, r := range w.records {
+			if step.Interrupted && r.res.Outcome == probe.OutcomeTimeout && errors.Is(r.res.Err, context.Canceled) {
+				step.CancelledRequests++
+				continue
+			}
+			step.records = append(step.records, r)
+			results = append(results, r.res)
+			if !r.planned.IsZero() {
+				lags = append(lags, max(r.res.Start.Sub(r.planned), 0).Seconds())
+			}
+		}
+	}
+	slices.SortFunc(step.records, func(a, b *record) int { return a.res.Start.Compare(b.res.Start) })
+	slices.Sort(lags)
+	step.ScheduleLagP99 = stats.Percentile(lags, 0.99)
+	step.Stats = computeStats(results)
+}
+
+// snapshot is what the progress line shows.
+type snapshot struct {
+	elapsed, total time.Duration
+	measuring      bool
+	measuredFor    time.Duration
+	done, errors   int
+	ttftP50        float64
+	hasTTFT        bool
+}
+
+func (s *stepRun) snapshot(now time.Time) snapshot {
+	s.mu.Lock()
+	ttft := slices.Clone(s.liveTTFT)
+	sn := snapshot{
+		elapsed: now.Sub(s.step.StartedAt),
+		done:    s.liveDone, errors: s.liveErrors,
+		measuring: !now.Before(s.measure),
+	}
+	s.mu.Unlock()
+	if !s.count {
+		sn.total = s.o.Warmup + time.Duration(s.maxWindows)*s.o.Duration
+	}
+	if sn.measuring {
+		sn.measuredFor = now.Sub(s.measure)
+	}
+	if len(ttft) > 0 {
+		slices.Sort(ttft)
+		sn.ttftP50, sn.hasTTFT = stats.Percentile(ttft, 0.5), true
+	}
+	return sn
+}
