@@ -258,7 +258,8 @@ type probeView struct {
 }
 
 type resultRow struct {
-	Time, Ago, Outcome, RequestID, Status string
+	// Time is short; Stamp the full timestamp.
+	Time, Stamp, Ago, Outcome, RequestID, Status string
 	OK                                    bool
 	DNS, Connect, TLS, Write, FirstByte   string
 	Connection                            string
@@ -324,22 +325,23 @@ func (h *Handler) probeView(cfg *config.Config, target, probeName string) (probe
 func resultRowOf(r *collector.Record, now time.Time) resultRow {
 	p := r.Phases
 	row := resultRow{
-		Time:      r.Start.UTC().Format(timeLayout),
+		Time:      shortTime(r.Start, now),
+		Stamp:     r.Start.UTC().Format(timeLayout),
 		Ago:       ago(now, r.Start),
 		Outcome:   string(r.Outcome),
 		OK:        r.OK(),
 		RequestID: r.RequestID,
 		Status:    "–",
-		DNS:       durOrDash(p.DNS, p.HasDNS),
-		Connect:   durOrDash(p.Connect, p.HasConnect),
-		TLS:       durOrDash(p.TLS, p.HasTLS),
-		Write:     durOrDash(p.Write, p.HasWrite),
-		FirstByte: durOrDash(p.FirstByte, p.HasFirstByte),
-		TTFT:      durOrDash(r.TTFT, r.TTFT > 0),
-		TPOT:      durOrDash(r.TPOT, r.HasTPOT),
-		ITLP50:    durOrDash(r.ITLP50, r.ITLCount > 0),
-		ITLMax:    durOrDash(r.ITLMax, r.ITLCount > 0),
-		EndToEnd:  durOrDash(r.EndToEnd, r.EndToEnd > 0),
+		DNS:       msOrDash(p.DNS, p.HasDNS),
+		Connect:   msOrDash(p.Connect, p.HasConnect),
+		TLS:       msOrDash(p.TLS, p.HasTLS),
+		Write:     msOrDash(p.Write, p.HasWrite),
+		FirstByte: msOrDash(p.FirstByte, p.HasFirstByte),
+		TTFT:      msOrDash(r.TTFT, r.TTFT > 0),
+		TPOT:      msOrDash(r.TPOT, r.HasTPOT),
+		ITLP50:    msOrDash(r.ITLP50, r.ITLCount > 0),
+		ITLMax:    msOrDash(r.ITLMax, r.ITLCount > 0),
+		EndToEnd:  msOrDash(r.EndToEnd, r.EndToEnd > 0),
 		Input:     tokens(r.InputTokens, r.InputTokensSource),
 		Output:    tokens(r.OutputTokens, r.OutputTokensSource),
 		Finish:    r.FinishReason,
@@ -363,6 +365,16 @@ func resultRowOf(r *collector.Record, now time.Time) resultRow {
 		row.Log = append(row.Log, logRow{Time: l.At.UTC().Format(timeLayout), Msg: l.Msg})
 	}
 	return row
+}
+
+// shortTime is the time of day, with the date only when it is not today
+// (UTC): a page of results usually spans minutes.
+func shortTime(t, now time.Time) string {
+	t, now = t.UTC(), now.UTC()
+	if t.YearDay() == now.YearDay() && t.Year() == now.Year() {
+		return t.Format("15:04:05.000")
+	}
+	return t.Format("01-02 15:04:05.000")
 }
 
 const (
@@ -390,6 +402,23 @@ func durOrDash(d time.Duration, ok bool) string {
 		return "–"
 	}
 	return dur(d)
+}
+
+// msOrDash is milliseconds without the unit, for tables that name it in
+// the header.
+func msOrDash(d time.Duration, ok bool) string {
+	if !ok {
+		return "–"
+	}
+	v := float64(d) / float64(time.Millisecond)
+	switch {
+	case v < 1:
+		return strconv.FormatFloat(v, 'f', 3, 64)
+	case v < 100:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	default:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
 }
 
 func numOrDash(v float64, ok bool) string {
