@@ -75,9 +75,9 @@ func (p *progress) line(s *stepRun, sn snapshot) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "step %d/%d %s", s.step.Index, p.steps, s.step.Label())
 	if sn.total > 0 {
-		fmt.Fprintf(&b, "  %.0fs/%.0fs", sn.elapsed.Seconds(), sn.total.Seconds())
+		fmt.Fprintf(&b, "  %s/%s", seconds(sn.elapsed, sn.total), seconds(sn.total, sn.total))
 	} else {
-		fmt.Fprintf(&b, "  %.0fs", sn.elapsed.Seconds())
+		fmt.Fprintf(&b, "  %s", seconds(sn.elapsed, sn.elapsed))
 	}
 	if !sn.measuring {
 		b.WriteString("  warming up")
@@ -101,4 +101,13 @@ func (p *progress) line(s *stepRun, sn snapshot) string {
 	}
 	fmt.Fprintf(&b, "  errors %d", sn.errors)
 	return b.String()
+}
+
+// seconds prints d with a decimal while the scale (the step's length) is
+// short enough for tenths to matter.
+func seconds(d, scale time.Duration) string {
+	if scale < 10*time.Second {
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	}
+	return fmt.Sprintf("%.0fs", d.Seconds())
 }
