@@ -1,0 +1,324 @@
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/llm-prober/llm-prober/config"
+	"github.com/llm-prober/llm-prober/internal/nvml/nvmltest"
+	"github.com/llm-prober/llm-prober/probe"
+)
+
+func streamedResult(start time.Time, ttft time.Duration, gaps ...time.Duration) *probe.Result {
+	r := &probe.Result{RequestID: "req", Start: start, StatusCode: 200, Streamed: true, TTFT: ttft,
+		Outcome: probe.OutcomeSuccess, FinishReason: "length", OutputTokensSource: probe.TokenSourceServer}
+	at := ttft
+	r.Chunks = append(r.Chunks, probe.Chunk{At: at, Tokens: 1})
+	for _, g := range gaps {
+		at += g
+		r.Chunks = append(r.Chunks, probe.Chunk{At: at, Tokens: 1})
+	}
+	r.OutputTokens = len(r.Chunks)
+	r.EndToEnd = at + time.Millisecond
+	return r
+}
+
+var testProbe = HistoryProbe{Target: "t", Probe: "p", Protocol: "openai_chat", Endpoint: "http://x"}
+
+func TestHistoryRingKeepsNewestFirst(t *testing.T) {
+	h := NewHistory(3)
+	h.Add(testProbe)
+	t0 := time.Unix(1000, 0)
+	for i := range 5 {
+		h.Record("t", "p", nil, streamedResult(t0.Add(time.Duration(i)*time.Second), time.Duration(i+1)*time.Millisecond))
+	}
+	recs, ok := h.Recent("t", "p")
+	if !ok || len(recs) != 3 {
+		t.Fatalf("Recent: %d records, known %v; want 3", len(recs), ok)
+	}
+	for i, want := range []int64{1004, 1003, 1002} {
+		if got := recs[i].Start.Unix(); got != want {
+			t.Errorf("record %d started at %d, want %d (newest first)", i, got, want)
+		}
+	}
+	// Partly filled.
+	h2 := NewHistory(10)
+	h2.Add(testProbe)
+	h2.Record("t", "p", nil, streamedResult(t0, time.Millisecond))
+	h2.Record("t", "p", nil, streamedResult(t0.Add(time.Second), time.Millisecond))
+	if recs, _ := h2.Recent("t", "p"); len(recs) != 2 || recs[0].Start.Unix() != 1001 {
+		t.Errorf("partly filled ring: %+v", recs)
+	}
+}
+
+func TestHistoryDerivedNumbers(t *testing.T) {
+	ms := time.Millisecond
+	r := streamedResult(time.Unix(0, 0), 20*ms, 10*ms, 30*ms, 20*ms)
+	rec := NewRecord(testProbe, nil, r)
+	if rec.TTFT != 20*ms || rec.ITLP50 != 20*ms || rec.ITLMax != 30*ms || rec.ITLCount != 3 || rec.Chunks != 4 {
+		t.Errorf("derived numbers: %+v", rec)
+	}
+	// TPOT = (e2e − TTFT) / (tokens − 1) = (81 − 20) / 3 ms.
+	if want := 61 * ms / 3; !rec.HasTPOT || rec.TPOT != want {
+		t.Errorf("TPOT %v, want %v", rec.TPOT, want)
+	}
+	if rec.Log != nil {
+		t.Error("a success keeps a debug log")
+	}
+}
+
+func TestHistorySummary(t *testing.T) {
+	h := NewHistory(100)
+	h.Add(testProbe)
+	t0 := time.Unix(0, 0)
+	for i := range 20 {
+		h.Record("t", "p", nil, streamedResult(t0.Add(time.Duration(i)*time.Second), time.Duration(i+1)*time.Millisecond))
+	}
+	fail := &probe.Result{Start: t0.Add(time.Minute), Streamed: true, TTFT: 500 * time.Millisecond, Outcome: probe.OutcomeIncomplete, Err: errors.New("EOF")}
+	h.Record("t", "p", nil, fail)
+	s, ok := h.Summary("t", "p")
+	if !ok || s.Count != 21 || s.Successes != 20 || s.Last.Outcome != probe.OutcomeIncomplete {
+		t.Fatalf("summary %+v", s)
+	}
+	// Nearest rank over the 20 successful TTFTs 1..20 ms; the failure's
+	// TTFT is the last TTFT but not in the percentiles.
+	if s.TTFTCount != 20 || s.TTFTP50 != 10*time.Millisecond || s.TTFTP95 != 19*time.Millisecond || s.LastTTFT != 500*time.Millisecond {
+		t.Errorf("summary %+v", s)
+	}
+	if r := s.SuccessRatio(); r < 0.952 || r > 0.953 {
+		t.Errorf("success ratio %v", r)
+	}
+}
+
+func TestHistoryDebugLog(t *testing.T) {
+	ms := time.Millisecond
+	req := &probe.Request{Model: "m", MaxTokens: 64, Stream: true, Messages: []probe.Message{{Role: "user", Content: "the secret prompt"}}}
+	r := streamedResult(time.Unix(0, 0), 20*ms, 10*ms)
+	r.Outcome, r.Err, r.FinishReason = probe.OutcomeHTTP5xx, errors.New("mid-stream server error (code 502)"), ""
+	r.Phases = probe.Phases{DNS: ms, Connect: 2 * ms, Write: ms, FirstByte: 5 * ms, HasDNS: true, HasConnect: true, HasWrite: true, HasFirstByte: true}
+	rec := NewRecord(testProbe, req, r)
+	var b strings.Builder
+	for _, l := range rec.Log {
+		fmt.Fprintf(&b, "%s %s\n", l.At.UTC().Format("05.000"), l.Msg)
+	}
+	want := `00.000 Sending openai_chat request to http://x: model="m" max_tokens=64 stream=true prompt=1 messages, 17 characters
+00.001 DNS lookup done in 1.000 ms
+00.003 Connected in 2.000 ms
+00.004 Request written in 1.000 ms
+00.009 Response head: status 200, first byte 5.000 ms after the request was written
+00.020 First token after 20.000 ms (TTFT)
+00.030 2 output chunks, 2 output tokens (server)
+00.031 Answer ended without a finish reason
+00.031 Probe failed after 31.000 ms: outcome=http_5xx err=mid-stream server error (code 502)
+`
+	if b.String() != want {
+		t.Errorf("debug log:\n%s\nwant:\n%s", b.String(), want)
+	}
+	if strings.Contains(b.String(), "secret prompt") {
+		t.Error("the prompt text is in the debug log")
+	}
+	// A refused connection: no head, no output.
+	r = &probe.Result{Start: time.Unix(0, 0), Outcome: probe.OutcomeConnectError, Err: errors.New("connection refused"), EndToEnd: ms}
+	rec = NewRecord(testProbe, req, r)
+	if got := rec.Log[len(rec.Log)-1].Msg; !strings.Contains(got, "outcome=connect_error err=connection refused") {
+		t.Errorf("last line %q", got)
+	}
+	if !strings.Contains(rec.Log[1].Msg, "No response head") {
+		t.Errorf("log %+v", rec.Log)
+	}
+}
+
+// TestHistoryMemoryBound feeds 10 000 failures with 1 MiB errors (and long
+// ids and finish reasons) into a store of 100 and checks 100 are kept, each
+// within its bounds, and that the heap holds about 100 records, not the
+// megabyte errors they were cut from.
+func TestHistoryMemoryBound(t *testing.T) {
+	if got := unsafe.Sizeof(Record{}); got > recordFixedBytes {
+		t.Errorf("Record is %d bytes, over recordFixedBytes %d: raise it and the documented bound", got, recordFixedBytes)
+	}
+	if got := unsafe.Sizeof(LogLine{}); got > logLineFixedBytes {
+		t.Errorf("LogLine is %d bytes, over logLineFixedBytes %d", got, logLineFixedBytes)
+	}
+	const n = 100
+	h := NewHistory(n)
+	h.Add(testProbe)
+	big := strings.Repeat("é", 512<<10) // 1 MiB of two-byte runes
+	shared := errors.New(big)
+	req := &probe.Request{Model: strings.Repeat("m", 1000), MaxTokens: 8, Stream: true, Prompt: big[:4096]}
+	for i := range 10_000 {
+		r := streamedResult(time.Unix(int64(i), 0), time.Millisecond, time.Millisecond)
+		r.Outcome = probe.OutcomeHTTP5xx
+		r.RequestID = big[:1000]
+		r.FinishReason = big[:1000]
+		r.Err = shared
+		if i >= 10_000-n {
+			// The results that stay get a megabyte of their own, as a
+			// server's error would be: a cut that shared it would keep it.
+			r.Err = errors.New(strings.Clone(big) + fmt.Sprint(i))
+		}
+		h.Record("t", "p", req, r)
+	}
+	recs, _ := h.Recent("t", "p")
+	if len(recs) != n {
+		t.Fatalf("kept %d, want %d", len(recs), n)
+	}
+	for _, r := range recs {
+		if len(r.Err) > MaxHistoryErrorBytes || len(r.RequestID) > maxHistoryIDBytes || len(r.FinishReason) > maxHistoryFinishBytes {
+			t.Fatalf("strings over their bounds: err %d, id %d, finish %d", len(r.Err), len(r.RequestID), len(r.FinishReason))
+		}
+		if !utf8.ValidString(r.Err) || !strings.HasSuffix(r.Err, "…") {
+			t.Fatalf("error not cut cleanly: …%q", r.Err[len(r.Err)-8:])
+		}
+		if len(r.Log) == 0 || len(r.Log) > MaxHistoryLogLines {
+			t.Fatalf("%d log lines", len(r.Log))
+		}
+		for _, l := range r.Log {
+			if len(l.Msg) > MaxHistoryLogLineBytes || !utf8.ValidString(l.Msg) {
+				t.Fatalf("log line of %d bytes", len(l.Msg))
+			}
+		}
+	}
+	// What the store retains: the heap with it minus the heap without it.
+	var with, without runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&with)
+	runtime.KeepAlive(h)
+	h = nil
+	recs = nil
+	runtime.GC()
+	runtime.ReadMemStats(&without)
+	retained := int64(with.HeapAlloc) - int64(without.HeapAlloc)
+	t.Logf("the store retains %d bytes for %d records (bound %d per record, %d for the probe)", retained, n, MaxRecordBytes, n*MaxRecordBytes)
+	if limit := int64(n * MaxRecordBytes); retained > limit {
+		t.Errorf("the store retains %d bytes, over %d: do cut strings keep their source alive?", retained, limit)
+	}
+}
+
+func TestHistoryAddRemoveAndDisabled(t *testing.T) {
+	h := NewHistory(5)
+	h.Add(testProbe)
+	h.Record("t", "p", nil, streamedResult(time.Unix(0, 0), time.Millisecond))
+	h.Add(testProbe) // a reload that changed nothing
+	if recs, _ := h.Recent("t", "p"); len(recs) != 1 {
+		t.Error("re-adding an unchanged probe dropped its results")
+	}
+	moved := testProbe
+	moved.Endpoint = "http://y"
+	h.Add(moved)
+	if recs, ok := h.Recent("t", "p"); !ok || len(recs) != 0 {
+		t.Error("a probe whose endpoint changed kept the old endpoint's results")
+	}
+	h.Remove("t", "p")
+	if _, ok := h.Recent("t", "p"); ok {
+		t.Error("removed probe still known")
+	}
+	h.Record("t", "p", nil, streamedResult(time.Unix(0, 0), time.Millisecond)) // in flight during the reload
+	if _, ok := h.Summary("t", "p"); ok {
+		t.Error("a result of a removed probe recreated it")
+	}
+	var off *History = NewHistory(0)
+	off.Add(testProbe)
+	off.Record("t", "p", nil, streamedResult(time.Unix(0, 0), time.Millisecond))
+	if _, ok := off.Recent("t", "p"); ok || off.PerProbe() != 0 {
+		t.Error("disabled history keeps results")
+	}
+}
+
+func TestHistoryConcurrent(t *testing.T) {
+	h := NewHistory(50)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			hp := testProbe
+			hp.Probe = fmt.Sprint("p", w%2)
+			for i := range 500 {
+				if i%100 == 0 {
+					h.Add(hp)
+				}
+				h.Record(hp.Target, hp.Probe, nil, streamedResult(time.Unix(int64(i), 0), time.Millisecond))
+				h.Summary(hp.Target, hp.Probe)
+				h.Recent(hp.Target, hp.Probe)
+				if i == 250 && w == 0 {
+					h.Remove(hp.Target, hp.Probe)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestDisplayEndpoint(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://h:8000":                  "http://h:8000",
+		"https://api.example/v1?key=abc": "https://api.example/v1?…",
+		"https://u:pw@h/v1#frag":         "https://h/v1?…",
+		"localhost:8001":                 "localhost:8001",
+		"10.0.0.1:8001":                  "10.0.0.1:8001",
+		"dns:///h:8001?x=1":              "dns:///h:8001…",
+	} {
+		if got := DisplayEndpoint(in); got != want {
+			t.Errorf("DisplayEndpoint(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestServerSnapshot(t *testing.T) {
+	c, _, _ := newTestServerMetrics(t)
+	ts := textServer(t, "text/plain", func() string {
+		return vllmText + "vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.25\n"
+	})
+	c.SetTargets([]ServerTarget{{Name: "a", URL: ts.URL + "/metrics?token=x", Kind: "auto", Timeout: time.Second}, {Name: "b", URL: "http://127.0.0.1:1/metrics", Kind: KindVLLM, Timeout: time.Second}})
+	snap := c.Snapshot()
+	if len(snap) != 2 || !snap[0].CollectedAt.IsZero() || snap[0].URL != ts.URL+"/metrics?…" {
+		t.Fatalf("before any scrape: %+v", snap)
+	}
+	c.Refresh()
+	snap = c.Snapshot()
+	a, b := snap[0], snap[1]
+	if !a.Up || a.Kind != KindVLLM || a.CollectedAt.IsZero() || len(a.Models) != 1 {
+		t.Fatalf("a: %+v", a)
+	}
+	if m := a.Models[0]; m.Model != "m" || !m.HasRunning || m.Running != 1 || !m.HasWaiting || m.Waiting != 0 || !m.HasKVCache || m.KVCacheUsage != 0.25 || m.HasBatch {
+		t.Errorf("a's model: %+v", m)
+	}
+	if b.Up || b.Err == "" || b.CollectedAt.IsZero() {
+		t.Errorf("b: %+v", b)
+	}
+	// A target dropped by a reload drops its snapshot.
+	c.SetTargets([]ServerTarget{{Name: "a", URL: ts.URL + "/metrics?token=x", Kind: "auto", Timeout: 2 * time.Second}})
+	snap = c.Snapshot()
+	if len(snap) != 1 || !snap[0].Up {
+		t.Errorf("after reload: %+v", snap)
+	}
+}
+
+func TestGPUSnapshot(t *testing.T) {
+	f := newGPUFixture(t, nvmltest.Devices(2, nil))
+	if s := f.c.Snapshot(); !s.Loaded || s.Enabled != "true" || !s.CollectedAt.IsZero() {
+		t.Fatalf("before a collection: %+v", s)
+	}
+	f.c.Refresh()
+	s := f.c.Snapshot()
+	if !s.OK || len(s.Devices) != 2 || s.CollectedAt.IsZero() {
+		t.Fatalf("snapshot %+v", s)
+	}
+	d := s.Devices[1]
+	if d.Index != 1 || d.Name != h100 || d.UUID != uuid1 || d.Utilization != 0.87 || d.MemoryUsed != 60000000000 ||
+		d.MemoryTotal != 85520809984 || d.Temperature != 64 || d.Power != 312.5 || d.PowerLimit != 700 ||
+		!d.HasUtilization || !d.HasMemory || !d.HasTemperature || !d.HasPower || !d.HasPowerLim {
+		t.Errorf("device 1: %+v", d)
+	}
+	if err := f.c.Apply(config.GPUs{Enabled: "false"}); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.c.Snapshot(); s.Loaded || s.Enabled != "false" || len(s.Devices) != 0 {
+		t.Errorf("after disabling: %+v", s)
+	}
+}

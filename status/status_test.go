@@ -1,0 +1,232 @@
+package status
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/llm-prober/llm-prober/collector"
+	"github.com/llm-prober/llm-prober/config"
+	"github.com/llm-prober/llm-prober/probe"
+)
+
+type fakeServers struct {
+	snap      []collector.ServerSnapshot
+	refreshes atomic.Int64
+	at        time.Time
+}
+
+func (f *fakeServers) Snapshot() []collector.ServerSnapshot { return f.snap }
+func (f *fakeServers) Refresh() {
+	f.refreshes.Add(1)
+	for i := range f.snap {
+		f.snap[i].CollectedAt = f.at
+	}
+}
+
+type fakeGPUs struct{ snap collector.GPUSnapshot }
+
+func (f *fakeGPUs) Snapshot() collector.GPUSnapshot { return f.snap }
+func (f *fakeGPUs) Refresh()                        {}
+
+var now = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// fixture is a config of targets × probes, each probe's history full of
+// streamed 100-token results, every tenth a failure with a hostile error.
+func fixture(tb testing.TB, targets, probes, results int) (*config.Config, *collector.History) {
+	tb.Helper()
+	cfg := &config.Config{GPUs: config.GPUs{Enabled: "auto"}}
+	h := collector.NewHistory(results)
+	for ti := range targets {
+		t := &config.Target{Name: fmt.Sprintf("target-%d", ti), Protocol: "openai_chat", URL: fmt.Sprintf("http://10.0.0.%d:8000", ti), Model: "llama",
+			ServerMetrics: &config.ServerMetrics{URL: fmt.Sprintf("http://10.0.0.%d:8000/metrics", ti), Kind: "vllm"}}
+		for pi := range probes {
+			pc := &config.Probe{Name: fmt.Sprintf("probe-%d", pi)}
+			t.Probes = append(t.Probes, pc)
+			h.Add(collector.HistoryProbe{Target: t.Name, Probe: pc.Name, Protocol: t.Protocol, Endpoint: t.URL})
+			for i := range results {
+				r := &probe.Result{RequestID: fmt.Sprintf("%032x", i), Start: now.Add(-time.Duration(results-i) * time.Second), StatusCode: 200,
+					Streamed: true, TTFT: time.Duration(20+i%7) * time.Millisecond, Outcome: probe.OutcomeSuccess, FinishReason: "length",
+					OutputTokens: 100, OutputTokensSource: probe.TokenSourceServer, InputTokens: 256, InputTokensSource: probe.TokenSourceServer}
+				for c := range 100 {
+					r.Chunks = append(r.Chunks, probe.Chunk{At: r.TTFT + time.Duration(c)*5*time.Millisecond, Tokens: 1})
+				}
+				r.EndToEnd = r.Chunks[99].At + time.Millisecond
+				if i%10 == 9 {
+					r.Outcome, r.StatusCode, r.Chunks = probe.OutcomeHTTP5xx, 503, nil
+					r.Err = errors.New(`server said <script>alert("x")</script> & "quotes"`)
+				}
+				h.Record(t.Name, pc.Name, &probe.Request{Model: "llama", MaxTokens: 100, Stream: true, Prompt: "hi"}, r)
+			}
+		}
+		cfg.Targets = append(cfg.Targets, t)
+	}
+	return cfg, h
+}
+
+func newHandler(tb testing.TB, cfg *config.Config, h *collector.History, servers ServerSource, gpus GPUSource) *Handler {
+	tb.Helper()
+	hd, err := New(Options{Config: func() *config.Config { return cfg }, History: h, Servers: servers, GPUs: gpus,
+		Version: "(version=1.0)", Now: func() time.Time { return now },
+		Links: []Link{{Address: "/metrics", Text: "Metrics", Description: "metrics"}}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return hd
+}
+
+func serve(tb testing.TB, hd *Handler, path string) (int, http.Header, string) {
+	tb.Helper()
+	mux := http.NewServeMux()
+	hd.Register(mux)
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+	b, _ := io.ReadAll(rec.Result().Body)
+	return rec.Code, rec.Header(), string(b)
+}
+
+func TestIndexEscapesAndSummarises(t *testing.T) {
+	cfg, h := fixture(t, 2, 2, 20)
+	servers := &fakeServers{at: now, snap: []collector.ServerSnapshot{
+		{Target: "target-0", URL: "http://10.0.0.0:8000/metrics", Kind: "vllm", CollectedAt: now.Add(-time.Second), Up: true,
+			Models: []collector.ServerModelSnapshot{{Model: "llama", Waiting: 3, HasWaiting: true, Running: 8, HasRunning: true, KVCacheUsage: 0.5, HasKVCache: true}}},
+		{Target: "target-1", Kind: "vllm", CollectedAt: now.Add(-time.Second), Err: "HTTP status 500 <b>"},
+	}}
+	code, hdr, body := serve(t, newHandler(t, cfg, h, servers, &fakeGPUs{snap: collector.GPUSnapshot{Enabled: "auto"}}), "/")
+	if code != 200 || hdr.Get("Content-Type") != "text/html; charset=utf-8" || !strings.Contains(hdr.Get("Content-Security-Policy"), "default-src 'none'") {
+		t.Fatalf("%d %v", code, hdr)
+	}
+	for _, want := range []string{
+		`<h3>target-1</h3>`, `data-probe="probe-1"`, `<a href="/probes/target-0/probe-1">results</a>`,
+		// The last result (i=19) failed: its escaped error is shown.
+		`<td class="outcome fail">http_5xx</td>`,
+		`server said &lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; &amp; &#34;quotes&#34;`,
+		`90.0% <span class="muted">(18/20)</span>`,
+		`<td class="n">3</td><td class="n">8</td><td class="n">50.0%</td>`,
+		`HTTP status 500 &lt;b&gt;`,
+		`No GPU metrics (gpus.enabled is auto; NVML is not available on this host).`,
+		`(version=1.0)`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/ lacks %s", want)
+		}
+	}
+	if strings.Contains(body, "<script>") {
+		t.Error("unescaped server text on /")
+	}
+	if n := servers.refreshes.Load(); n != 0 {
+		t.Errorf("fresh snapshots refreshed %d times", n)
+	}
+}
+
+func TestIndexRefreshesStaleServers(t *testing.T) {
+	cfg, h := fixture(t, 1, 1, 1)
+	servers := &fakeServers{at: now, snap: []collector.ServerSnapshot{{Target: "target-0", Kind: "vllm", CollectedAt: now.Add(-2 * time.Minute), Up: true}}}
+	hd := newHandler(t, cfg, h, servers, nil)
+	serve(t, hd, "/")
+	serve(t, hd, "/")
+	if n := servers.refreshes.Load(); n != 1 {
+		t.Errorf("a stale snapshot refreshed %d times over two loads, want 1", n)
+	}
+}
+
+func TestProbePage(t *testing.T) {
+	cfg, h := fixture(t, 1, 1, 20)
+	hd := newHandler(t, cfg, h, nil, nil)
+	code, _, body := serve(t, hd, "/probes/target-0/probe-0")
+	if code != 200 {
+		t.Fatalf("%d", code)
+	}
+	if n := strings.Count(body, `<tr class="result`); n != 20 {
+		t.Errorf("%d result rows, want 20", n)
+	}
+	// Newest first, the newest failure's log open, the others folded.
+	first := strings.Index(body, `<tr class="result`)
+	if !strings.Contains(body[first:first+200], "03:04:04.000") {
+		t.Errorf("newest result not first: %s", body[first:first+200])
+	}
+	if strings.Count(body, `<details class="debug-log" open>`) != 1 || strings.Count(body, `<details class="debug-log">`) != 1 {
+		t.Error("want the newest failure's debug log open and the other folded")
+	}
+	for _, want := range []string{
+		`Sending openai_chat request to http://10.0.0.0:8000: model=&#34;llama&#34; max_tokens=100 stream=true prompt=2 characters`,
+		`Response head: status 503`,
+		`<td class="n">100 (server)</td>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("probe page lacks %s", want)
+		}
+	}
+	if strings.Contains(body, "<script>") {
+		t.Error("unescaped server text on the probe page")
+	}
+}
+
+func TestNotFoundAndDisabledHistory(t *testing.T) {
+	cfg, _ := fixture(t, 1, 1, 0)
+	hd := newHandler(t, cfg, nil, nil, nil)
+	for _, path := range []string{"/probes/target-0/nope", "/probes/nope/probe-0", "/probes/%3Cscript%3E/x", "/elsewhere"} {
+		code, _, body := serve(t, hd, path)
+		if code != 404 || !strings.Contains(body, `id="not-found"`) || strings.Contains(body, "<script>") {
+			t.Errorf("%s: %d\n%s", path, code, body)
+		}
+	}
+	_, _, body := serve(t, hd, "/probes/target-0/probe-0")
+	if !strings.Contains(body, "history is disabled (--history.results-per-probe=0)") {
+		t.Errorf("disabled history not explained:\n%s", body)
+	}
+	_, _, body = serve(t, hd, "/")
+	if !strings.Contains(body, "no history kept") {
+		t.Error("/ does not say no history is kept")
+	}
+	hd = newHandler(t, nil, nil, nil, nil)
+	if _, _, body := serve(t, hd, "/"); !strings.Contains(body, "No valid configuration is loaded yet.") {
+		t.Error("no config not explained")
+	}
+}
+
+// BenchmarkRenderIndex100Probes renders "/" for 10 targets × 10 probes,
+// each with a full history of 100 results (the default).
+func BenchmarkRenderIndex100Probes(b *testing.B) {
+	cfg, h := fixture(b, 10, 10, 100)
+	servers := &fakeServers{at: now}
+	for _, t := range cfg.Targets {
+		servers.snap = append(servers.snap, collector.ServerSnapshot{Target: t.Name, Kind: "vllm", CollectedAt: now, Up: true,
+			Models: []collector.ServerModelSnapshot{{Model: "llama", HasWaiting: true, HasRunning: true, HasKVCache: true}}})
+	}
+	hd := newHandler(b, cfg, h, servers, &fakeGPUs{snap: collector.GPUSnapshot{Enabled: "auto"}})
+	mux := http.NewServeMux()
+	hd.Register(mux)
+	req := httptest.NewRequest("GET", "/", nil)
+	b.ReportAllocs()
+	var size int
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		size = rec.Body.Len()
+	}
+	b.ReportMetric(float64(size), "bytes/page")
+}
+
+// BenchmarkRenderProbePage renders one probe's page with 100 results.
+func BenchmarkRenderProbePage(b *testing.B) {
+	cfg, h := fixture(b, 1, 1, 100)
+	hd := newHandler(b, cfg, h, nil, nil)
+	mux := http.NewServeMux()
+	hd.Register(mux)
+	req := httptest.NewRequest("GET", "/probes/target-0/probe-0", nil)
+	b.ReportAllocs()
+	var size int
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		size = rec.Body.Len()
+	}
+	b.ReportMetric(float64(size), "bytes/page")
+}
