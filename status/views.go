@@ -60,7 +60,7 @@ type serverView struct {
 	Up        bool
 	// State is "up", "down" or "not scraped yet"; When when it was scraped.
 	State, When, Err string
-	Models          []serverModelView
+	Models           []serverModelView
 }
 
 type serverModelView struct {
@@ -72,11 +72,11 @@ type probeRow struct {
 	Schedule   string
 	// Known is false when the history keeps nothing for the probe.
 	Known, HasResults, OK bool
-	Outcome, When, Ago   string
-	LastTTFT             string
-	Success, Count       string
-	TTFTP50, TTFTP95     string
-	Err                  string
+	Outcome, When, Ago    string
+	LastTTFT              string
+	Success, Count        string
+	TTFTP50, TTFTP95      string
+	Err                   string
 }
 
 type gpuView struct {
@@ -260,13 +260,13 @@ type probeView struct {
 type resultRow struct {
 	// Time is short; Stamp the full timestamp.
 	Time, Stamp, Ago, Outcome, RequestID, Status string
-	OK                                    bool
-	DNS, Connect, TLS, Write, FirstByte   string
-	Connection                            string
-	TTFT, TPOT, ITLP50, ITLMax, EndToEnd  string
-	Input, Output, Finish                 string
-	Err                                   string
-	Log                                   []logRow
+	OK                                           bool
+	DNS, Connect, TLS, Write, FirstByte          string
+	Connection                                   string
+	TTFT, TPOT, ITLP50, ITLMax, EndToEnd         string
+	Input, Output, Finish                        string
+	Err                                          string
+	Log                                          []logRow
 	// Open shows the newest failure's debug log unfolded.
 	Open bool
 }
