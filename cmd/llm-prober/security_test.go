@@ -125,12 +125,13 @@ func secretsConfig(echo string) string {
 
 // TestSecretsNeverLeak scans every surface for the planted secrets while
 // the probed server echoes them back in its errors: the daemon's debug
-// logs, /metrics (text and OpenMetrics), /config, the landing page,
-// check-config --print, and the probe subcommand's output.
+// logs, /metrics (text and OpenMetrics), /config, the status page "/" and
+// every probe page with its errors and debug logs, check-config --print,
+// and the probe subcommand's output.
 func TestSecretsNeverLeak(t *testing.T) {
 	echo := echoServer(t)
 	cfg := secretsConfig(echo)
-	td := startDaemon(t, cfg)
+	td := startDaemon(t, cfg, func(o *serveOptions) { o.historyResults = 100 })
 	targets := []string{}
 	for _, mode := range []string{"plain", "json", "cut", "stream"} {
 		targets = append(targets, "key-"+mode, "basic-"+mode)
@@ -162,6 +163,22 @@ func TestSecretsNeverLeak(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		assertNoSecrets(t, "/metrics (OpenMetrics, exemplars)", string(b))
+	}
+	// The status pages show the echoed errors, redacted, and the debug
+	// log of each failure.
+	_, _, index := get(t, "GET", td.url+"/")
+	for _, tg := range targets {
+		if !strings.Contains(index, `href="/probes/`+tg+`/p"`) {
+			t.Errorf("/ lacks the probe page link of %s", tg)
+		}
+		status, _, page := get(t, "GET", td.url+"/probes/"+tg+"/p")
+		assertNoSecrets(t, "/probes/"+tg+"/p", page)
+		if status != http.StatusOK || !strings.Contains(page, "&lt;secret&gt;") || !strings.Contains(page, `class="debug-log"`) {
+			t.Errorf("/probes/%s/p: %d; want the echoed credential as <secret> and a debug log:\n%s", tg, status, page)
+		}
+	}
+	if !strings.Contains(index, "&lt;secret&gt;") {
+		t.Errorf("/ should show the failing probes' redacted errors:\n%s", index)
 	}
 	if _, _, c := get(t, "GET", td.url+"/config"); strings.Count(c, "<secret>") < 3*4 {
 		t.Errorf("/config should show the API key and both credential headers as <secret>:\n%s", c)
