@@ -23,7 +23,7 @@ LDFLAGS := -s -w \
 	-X github.com/prometheus/common/version.BuildUser=$(BUILD_USER) \
 	-X github.com/prometheus/common/version.BuildDate=$(BUILD_DATE)
 
-.PHONY: all build run test lint fmt fmt-check vet staticcheck unit promtool proto clean dashboards deploy-rules soak fuzz bench
+.PHONY: all build run test lint fmt fmt-check vet staticcheck unit promtool chromium proto clean dashboards deploy-rules soak fuzz bench
 
 all: build
 
@@ -37,8 +37,11 @@ run: build
 # Everything that checks the project. CI runs exactly this.
 test: fmt-check vet staticcheck promtool alerts unit
 
-unit: promtool
-	LLM_PROBER_REQUIRE_PROMTOOL=1 $(GO) test $(TEST_FLAGS) ./...
+# With Chromium installed, its browser test must run (not skip).
+unit: promtool chromium
+	LLM_PROBER_REQUIRE_PROMTOOL=1 \
+	LLM_PROBER_REQUIRE_CHROMIUM=$$(test -x "$${CHROMIUM:-/usr/bin/chromium}" && echo 1) \
+	$(GO) test $(TEST_FLAGS) ./...
 
 lint: fmt-check vet staticcheck
 
@@ -58,6 +61,14 @@ staticcheck:
 # promtool (Debian's prometheus package) checks /metrics and, later, alerts.
 promtool:
 	@scripts/ensure-promtool.sh
+
+# Headless Chromium (Debian's chromium) loads the status page in
+# cmd/llm-prober's browser test. A machine that cannot install it (no
+# apt-get, no root, offline: exit 3) runs everything else, saying why.
+chromium:
+	@scripts/ensure-chromium.sh; rc=$$?; \
+	if [ $$rc = 3 ]; then echo "make: continuing without Chromium; TestStatusPageInBrowser will skip" >&2; \
+	elif [ $$rc != 0 ]; then exit $$rc; fi
 
 # Regenerates internal/tritonpb from its .proto with protoc (Debian
 # protobuf-compiler) and pinned plugins; the generated code is committed, so

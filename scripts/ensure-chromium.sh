@@ -4,8 +4,9 @@
 # Chromium. Idempotent: does nothing when /usr/bin/chromium is there.
 #
 # Exit 0: Chromium is there (make then requires the browser test to run).
-# Exit 1: it cannot be installed here (no apt-get, no root, offline); the
-# reason is printed and make test goes on, the browser test skipping.
+# Exit 3: it cannot be installed here (no apt-get, no root, offline or no
+# such package); the reason is printed and make test goes on, the browser
+# test skipping. Exit 1: anything else, which fails make test.
 set -euo pipefail
 chromium=${CHROMIUM:-/usr/bin/chromium}
 if [ -x "$chromium" ]; then
@@ -22,7 +23,7 @@ if [ "$(id -u)" != 0 ]; then
 		sudo="sudo -n"
 	else
 		echo "WARNING: Chromium is missing and installing it needs root; the status page's browser test will skip. Run: apt-get install chromium" >&2
-		exit 1
+		exit 3
 	fi
 fi
 export DEBIAN_FRONTEND=noninteractive
@@ -34,11 +35,11 @@ if ! $sudo apt-get install -y --no-install-recommends chromium >"$log" 2>&1; the
 	if ! { $sudo apt-get update >"$log" 2>&1 && $sudo apt-get install -y --no-install-recommends chromium >"$log" 2>&1; }; then
 		echo "WARNING: could not install Debian's chromium package (offline, or no such package?); the status page's browser test will skip. Last lines of apt-get:" >&2
 		tail -n 5 "$log" >&2
-		exit 1
+		exit 3
 	fi
 fi
 if [ ! -x "$chromium" ]; then
-	echo "WARNING: the chromium package installed but $chromium is missing; the status page's browser test will skip." >&2
+	echo "ERROR: the chromium package installed but $chromium is missing." >&2
 	exit 1
 fi
 echo "Chromium installed: $("$chromium" --version 2>/dev/null | head -n1)" >&2
