@@ -181,9 +181,9 @@ func TestConcurrencySweep(t *testing.T) {
 		}
 	}
 	out := stdout.String()
-	for _, want := range []string{"Step 1/3: concurrency 1", "Step 3/3: concurrency 4", "Time to first token (ms)", "Inter token latency (ms)", "Request throughput (per sec)", "Concurrency  Requests  Req/s"} {
+	for _, want := range []string{"Step 1/3: concurrency 1", "Step 3/3: concurrency 4", "Time to first token (ms)", "Inter token latency (ms)", "Request throughput (per sec)", "Concurrency  Requests", "TTFT p50  TTFT p95  TTFT p99"} {
 		if !strings.Contains(out, want) {
-			t.Errorf("stdout lacks %q", want)
+			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
 	}
 }

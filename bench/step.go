@@ -246,10 +246,19 @@ func (s *stepRun) run(ctx context.Context, progress *progress) *Step {
 		drain = s.o.InterruptDrain
 	}
 	dctx, cancel := context.WithTimeout(context.Background(), drain)
+	// Ctrl-C during a normal end-of-step drain (up to the probe timeout)
+	// shortens it to the interrupt drain time as well.
+	stopWatch := context.AfterFunc(ctx, func() { time.AfterFunc(s.o.InterruptDrain, cancel) })
 	runner.Stop(dctx)
+	stopWatch()
 	cancel()
 	stopProgress()
 	step.EndedAt = time.Now()
+	if ctx.Err() != nil {
+		// The drain may have been cut short: what it cancelled is not
+		// measured, so the step is partial.
+		step.Interrupted = true
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
