@@ -326,7 +326,7 @@ func TestWebConfigTLSAndBasicAuth(t *testing.T) {
 				b, _ := io.ReadAll(resp.Body)
 				return resp.StatusCode, string(b)
 			}
-			// Every endpoint, the landing page and reload included, is
+			// Every endpoint, the status page and reload included, is
 			// behind the same authentication.
 			for _, c := range []struct{ method, path string }{
 				{"GET", "/"}, {"GET", "/metrics"}, {"GET", "/config"}, {"GET", "/-/healthy"}, {"GET", "/-/ready"},
