@@ -117,7 +117,13 @@ func outcomeLine(s *Step) string {
 			parts = append(parts, fmt.Sprintf("%s %d", o, n))
 		}
 	}
-	return fmt.Sprintf("%d (%.2f%%): %s", failed, s.ErrorRate*100, strings.Join(parts, ", "))
+	line := fmt.Sprintf("%d (%.2f%%): %s", failed, s.ErrorRate*100, strings.Join(parts, ", "))
+	for _, o := range probe.Outcomes() {
+		if msg, ok := s.FirstErrors[string(o)]; ok {
+			line += fmt.Sprintf("\n\tfirst %s: %s", o, msg)
+		}
+	}
+	return line
 }
 
 func skippedLine(s *Step) string {

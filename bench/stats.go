@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"strings"
 	"time"
 
 	"github.com/llm-prober/llm-prober/internal/stats"
@@ -58,6 +59,9 @@ type Stats struct {
 	Requests  int            `json:"requests"`
 	Successes int            `json:"successes"`
 	Outcomes  map[string]int `json:"outcomes"`
+	// FirstErrors holds, per failing outcome, the first error seen, so a
+	// run that failed says why without --export-requests.
+	FirstErrors map[string]string `json:"first_errors,omitempty"`
 	// ErrorRate is (requests − successes) / requests; 0 without requests.
 	ErrorRate float64 `json:"error_rate"`
 	// MeasurementSeconds is the throughput denominator: from the first
@@ -78,6 +82,27 @@ type Stats struct {
 	Latency                Summary `json:"request_latency_seconds"`
 	OutputTokensPerRequest Summary `json:"output_tokens_per_request"`
 	InputTokensPerRequest  Summary `json:"input_tokens_per_request"`
+}
+
+// maxErrorText bounds each remembered error: servers put whole bodies into
+// their error messages.
+const maxErrorText = 300
+
+func (st *Stats) noteError(r *probe.Result) {
+	if r.Err == nil {
+		return
+	}
+	if _, ok := st.FirstErrors[string(r.Outcome)]; ok {
+		return
+	}
+	if st.FirstErrors == nil {
+		st.FirstErrors = map[string]string{}
+	}
+	msg := r.Err.Error()
+	if len(msg) > maxErrorText {
+		msg = strings.ToValidUTF8(msg[:maxErrorText], "") + "…"
+	}
+	st.FirstErrors[string(r.Outcome)] = msg
 }
 
 // computeStats applies the definitions of docs/metrics.md to a set of
@@ -101,6 +126,7 @@ func computeStats(results []*probe.Result) Stats {
 			last = end
 		}
 		if r.Outcome != probe.OutcomeSuccess {
+			st.noteError(r)
 			continue
 		}
 		st.Successes++

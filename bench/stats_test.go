@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,10 +28,16 @@ func TestComputeStats(t *testing.T) {
 	rs := []*probe.Result{
 		result(t0, 100*time.Millisecond, 10*time.Millisecond, 11),                          // ends at 0.201
 		result(t0.Add(500*time.Millisecond), 200*time.Millisecond, 20*time.Millisecond, 6), // ends at 0.5+0.301
-		{Start: t0.Add(time.Second), EndToEnd: 999 * time.Millisecond, Outcome: probe.OutcomeHTTP5xx, StatusCode: 503},
-		{Start: t0.Add(1100 * time.Millisecond), EndToEnd: time.Millisecond, Outcome: probe.OutcomeConnectError},
+		{Start: t0.Add(time.Second), EndToEnd: 999 * time.Millisecond, Outcome: probe.OutcomeHTTP5xx, StatusCode: 503, Err: errors.New("HTTP 503: queue full")},
+		{Start: t0.Add(1100 * time.Millisecond), EndToEnd: time.Millisecond, Outcome: probe.OutcomeConnectError, Err: errors.New(strings.Repeat("x", 5000))},
+		{Start: t0.Add(1100 * time.Millisecond), EndToEnd: time.Millisecond, Outcome: probe.OutcomeHTTP5xx, StatusCode: 500, Err: errors.New("second 5xx")},
 	}
 	st := computeStats(rs)
+	if st.FirstErrors["http_5xx"] != "HTTP 503: queue full" || len(st.FirstErrors["connect_error"]) > maxErrorText+len("…") || len(st.FirstErrors) != 2 {
+		t.Errorf("first errors %q", st.FirstErrors)
+	}
+	rs = rs[:4]
+	st = computeStats(rs)
 	if st.Requests != 4 || st.Successes != 2 || st.ErrorRate != 0.5 {
 		t.Errorf("requests %d successes %d error rate %g", st.Requests, st.Successes, st.ErrorRate)
 	}

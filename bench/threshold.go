@@ -201,7 +201,10 @@ func (t Threshold) Format(v float64) string {
 	case kindRatio:
 		return strconv.FormatFloat(v*100, 'f', 2, 64) + "%"
 	default:
-		return strconv.FormatFloat(v, 'f', -1, 64)
+		if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+			return strconv.FormatFloat(v, 'f', 0, 64)
+		}
+		return strconv.FormatFloat(v, 'f', 2, 64)
 	}
 }
 
