@@ -15,7 +15,7 @@ fi
 echo "Chromium not found at $chromium; installing Debian's chromium package (about 100 MB)..." >&2
 if ! command -v apt-get >/dev/null 2>&1; then
 	echo "WARNING: Chromium is missing and apt-get is not available; the status page's browser test will skip. Install Chromium and set CHROMIUM=/path/to/it to run it." >&2
-	exit 1
+	exit 3
 fi
 sudo=""
 if [ "$(id -u)" != 0 ]; then
