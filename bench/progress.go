@@ -74,6 +74,14 @@ func (p *progress) print(s *stepRun, now time.Time) {
 func (p *progress) line(s *stepRun, sn snapshot) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "step %d/%d %s", s.step.Index, p.steps, s.step.Label())
+	if p.live {
+		switch {
+		case sn.total > 0:
+			b.WriteString("  " + bar(sn.elapsed.Seconds()/sn.total.Seconds()))
+		case s.count && s.o.Stability == 0:
+			b.WriteString("  " + bar(float64(sn.done)/float64(s.o.Requests)))
+		}
+	}
 	if sn.total > 0 {
 		fmt.Fprintf(&b, "  %s/%s", seconds(sn.elapsed, sn.total), seconds(sn.total, sn.total))
 	} else {
@@ -101,6 +109,16 @@ func (p *progress) line(s *stepRun, sn snapshot) string {
 	}
 	fmt.Fprintf(&b, "  errors %d", sn.errors)
 	return b.String()
+}
+
+// barWidth is the number of cells of the live progress bar.
+const barWidth = 20
+
+// bar draws the fraction done (clamped to [0, 1]) as a bar and a percentage.
+func bar(done float64) string {
+	done = min(max(done, 0), 1)
+	full := int(done * barWidth)
+	return "[" + strings.Repeat("█", full) + strings.Repeat("░", barWidth-full) + fmt.Sprintf("] %3.0f%%", done*100)
 }
 
 // seconds prints d with a decimal while the scale (the step's length) is

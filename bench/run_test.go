@@ -95,7 +95,7 @@ func TestProgressLines(t *testing.T) {
 	out := stderr.String()
 	redraws := strings.Count(out, "\r")
 	// 1 s at 4 redraws per second, plus the final blanking.
-	if redraws < 3 || redraws > 7 || !strings.Contains(out, "warming up") || !strings.Contains(out, "TTFT p50") || strings.Contains(out, "\n") {
+	if redraws < 3 || redraws > 7 || !strings.Contains(out, "warming up") || !strings.Contains(out, "TTFT p50") || !strings.Contains(out, "█") || !strings.Contains(out, "%") || strings.Contains(out, "\n") {
 		t.Errorf("live progress (%d redraws): %q", redraws, out)
 	}
 }
@@ -192,6 +192,22 @@ func TestValidate(t *testing.T) {
 		o.Settings = tc.s
 		if _, code := Run(context.Background(), o); code != ExitUsage || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%+v: exit %d, stderr %q", tc.s, code, stderr)
+		}
+	}
+}
+
+func TestBar(t *testing.T) {
+	for _, c := range []struct {
+		done float64
+		want string
+	}{
+		{0, "[░░░░░░░░░░░░░░░░░░░░]   0%"},
+		{0.5, "[██████████░░░░░░░░░░]  50%"},
+		{1.7, "[████████████████████] 100%"},
+		{-1, "[░░░░░░░░░░░░░░░░░░░░]   0%"},
+	} {
+		if got := bar(c.done); got != c.want {
+			t.Errorf("bar(%g) = %q, want %q", c.done, got, c.want)
 		}
 	}
 }
