@@ -5,9 +5,13 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -283,4 +287,84 @@ func TestBenchInterrupted(t *testing.T) {
 	if !rep.Interrupted || len(rep.Steps) != 1 || !rep.Steps[0].Interrupted || rep.Steps[0].Requests == 0 {
 		t.Errorf("report %+v", rep)
 	}
+}
+
+// TestBenchProcessCtrlC sends a real SIGINT to the built binary mid-step,
+// as a terminal's Ctrl-C does: it prints the partial step and the summary
+// of what was measured, writes the report, and exits 130.
+func TestBenchProcessCtrlC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	url := startSimulator(t)
+	dir := benchDir(t, url)
+	bin := buildBinary(t, dir)
+	jsonPath := filepath.Join(dir, "r.json")
+	var stdout, stderr syncBuffer
+	cmd := exec.Command(bin, "bench", "--config.file", filepath.Join(dir, "c.yml"), "--target", "sim",
+		"--concurrency", "2", "--duration", "30s", "--warmup", "0s", "--output", jsonPath)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Interrupt once a few requests were measured (the plain progress line
+	// comes every 10 s, so wait on the simulator's own count instead).
+	waitFor(t, func() bool { return simulatorRequests(t, url) >= 4 })
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("no exit within 15 s of SIGINT\n%s", stderr.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Fatalf("exit %d, want 130\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{"INTERRUPTED, partial", "Time to first token (ms)", "Summary: sim / steady"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	if !strings.Contains(stderr.String(), "interrupted; statistics cover what was measured") {
+		t.Errorf("stderr:\n%s", stderr.String())
+	}
+	var rep struct {
+		Interrupted bool
+		Steps       []struct{ Successes int }
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Interrupted || len(rep.Steps) != 1 || rep.Steps[0].Successes < 1 {
+		t.Errorf("report after SIGINT: %+v", rep)
+	}
+}
+
+// simulatorRequests reads how many requests the simulator has finished
+// from its vLLM-named /metrics.
+func simulatorRequests(t *testing.T, url string) float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var total float64
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if strings.HasPrefix(line, "vllm:request_success_total{") {
+			if v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
+				total += v
+			}
+		}
+	}
+	return total
 }

@@ -12,6 +12,18 @@ import (
 	"time"
 )
 
+// buildBinary builds the command into dir as make build does (no cgo).
+func buildBinary(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "llm-prober")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // TestProcessSignals runs the real binary: `kill -HUP` with a broken file
 // keeps it serving the old config with reload_successful 0, a fixed file
 // brings it back to 1, and SIGTERM stops it with exit code 0.
@@ -20,12 +32,7 @@ func TestProcessSignals(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "llm-prober")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t, dir)
 	writeFile(t, filepath.Join(dir, "key"), "sk-planted-secret-123456\n")
 	cfgPath := filepath.Join(dir, "llm-prober.yml")
 	writeFile(t, cfgPath, goodConfig)
