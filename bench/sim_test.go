@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/llm-prober/llm-prober/probe"
 	"github.com/llm-prober/llm-prober/simulator"
+	"github.com/llm-prober/llm-prober/simulator/simtest"
 )
 
 // startSimulator serves a fast simulator on loopback until the test ends:
@@ -30,24 +30,7 @@ func startSimulator(t *testing.T, decodeBase time.Duration) string {
 	cfg.Latency.TTFTBase = 5 * time.Millisecond
 	cfg.Latency.DecodeBase = decodeBase
 	cfg.Latency.DecodePerRunning = 0
-	srv, err := simulator.New(cfg, promslog.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, l) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("simulator: %v", err)
-		}
-	})
-	return "http://" + l.Addr().String()
+	return simtest.Start(t, cfg).URL
 }
 
 func simOptions(t *testing.T, url string, maxTokens int, s Settings) (Options, *lockedBuffer, *lockedBuffer) {

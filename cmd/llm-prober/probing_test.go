@@ -3,15 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/promslog"
-
 	"github.com/llm-prober/llm-prober/simulator"
+	"github.com/llm-prober/llm-prober/simulator/simtest"
 )
 
 func startSimulator(t *testing.T) string {
@@ -19,22 +17,7 @@ func startSimulator(t *testing.T) string {
 	cfg := simulator.DefaultConfig()
 	cfg.Latency.TTFTBase = 5 * time.Millisecond
 	cfg.Latency.DecodeBase = time.Millisecond
-	srv, err := simulator.New(cfg, promslog.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, l) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	return "http://" + l.Addr().String()
+	return simtest.Start(t, cfg).URL
 }
 
 func simConfig(url string, probes ...string) string {

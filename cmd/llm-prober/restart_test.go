@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,9 +15,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"github.com/prometheus/common/promslog"
 
 	"github.com/llm-prober/llm-prober/simulator"
+	"github.com/llm-prober/llm-prober/simulator/simtest"
 )
 
 // Restart safety: SIGTERM during a burst drains the burst's requests and
@@ -33,19 +32,7 @@ func slowSimulator(t *testing.T) string {
 	cfg.Latency.DecodeBase = 50 * time.Millisecond
 	cfg.Latency.DecodePerRunning = 0
 	cfg.Latency.Jitter = 0
-	srv, err := simulator.New(cfg, promslog.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, l) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return "http://" + l.Addr().String()
+	return simtest.Start(t, cfg).URL
 }
 
 // burstConfig: a burst of 8 every 2s whose requests take tokens × 50ms.

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"sync"
 	"testing"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/llm-prober/llm-prober/probe"
 	"github.com/llm-prober/llm-prober/simulator"
+	"github.com/llm-prober/llm-prober/simulator/simtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -30,24 +30,7 @@ type sim struct {
 // startSimulator serves cfg on a loopback port until the test ends.
 func startSimulator(t *testing.T, cfg simulator.Config) *sim {
 	t.Helper()
-	srv, err := simulator.New(cfg, promslog.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, l) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("simulator: %v", err)
-		}
-	})
-	return &sim{url: "http://" + l.Addr().String()}
+	return &sim{url: simtest.Start(t, cfg).URL}
 }
 
 func newDriver(t *testing.T, protocol string, opts probe.TargetOptions) probe.Driver {

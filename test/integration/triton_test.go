@@ -7,10 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/promslog"
-
 	"github.com/llm-prober/llm-prober/probe"
 	"github.com/llm-prober/llm-prober/simulator"
+	"github.com/llm-prober/llm-prober/simulator/simtest"
 )
 
 // tritonSim serves HTTP (generate) and gRPC from one simulator.
@@ -21,31 +20,8 @@ type tritonSim struct {
 
 func startTritonSimulator(t *testing.T, cfg simulator.Config) *tritonSim {
 	t.Helper()
-	srv, err := simulator.New(cfg, promslog.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	hl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 2)
-	go func() { done <- srv.Serve(ctx, hl) }()
-	go func() { done <- srv.ServeGRPC(ctx, gl) }()
-	t.Cleanup(func() {
-		cancel()
-		for range 2 {
-			if err := <-done; err != nil {
-				t.Errorf("simulator: %v", err)
-			}
-		}
-	})
-	return &tritonSim{sim: &sim{url: "http://" + hl.Addr().String()}, grpcAddr: gl.Addr().String()}
+	s := simtest.StartWithGRPC(t, cfg)
+	return &tritonSim{sim: &sim{url: s.URL}, grpcAddr: s.GRPCAddr}
 }
 
 // tritonVariant is one way of speaking to Triton.
