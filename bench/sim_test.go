@@ -4,10 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -50,20 +47,7 @@ func simOptions(t *testing.T, url string, maxTokens int, s Settings) (Options, *
 
 func groundTruth(t *testing.T, url, id string) simulator.RequestRecord {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("%s/debug/requests/%s?wait=5s", url, id))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("ground truth for %s: %d %s", id, resp.StatusCode, b)
-	}
-	var rec simulator.RequestRecord
-	if err := json.Unmarshal(b, &rec); err != nil {
-		t.Fatal(err)
-	}
-	return rec
+	return simtest.GroundTruth(t, url, id)
 }
 
 func median(v []float64) float64 {

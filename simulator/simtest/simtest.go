@@ -5,7 +5,11 @@ package simtest
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"testing"
 
 	"github.com/prometheus/common/promslog"
@@ -71,4 +75,24 @@ func start(t testing.TB, cfg simulator.Config, withGRPC bool) *Sim {
 		}
 	})
 	return s
+}
+
+// GroundTruth fetches the simulator's record of request id from the
+// simulator at baseURL, waiting up to 5 s for the request to complete.
+func GroundTruth(t testing.TB, baseURL, id string) simulator.RequestRecord {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("%s/debug/requests/%s?wait=5s", baseURL, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("ground truth for %s: %d %s", id, resp.StatusCode, b)
+	}
+	var rec simulator.RequestRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatalf("ground truth for %s: %v", id, err)
+	}
+	return rec
 }

@@ -5,10 +5,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -47,20 +43,7 @@ func newDriver(t *testing.T, protocol string, opts probe.TargetOptions) probe.Dr
 // to be complete.
 func (s *sim) groundTruth(t *testing.T, id string) simulator.RequestRecord {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("%s/debug/requests/%s?wait=5s", s.url, id))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("ground truth for %s: %d %s", id, resp.StatusCode, b)
-	}
-	var rec simulator.RequestRecord
-	if err := json.Unmarshal(b, &rec); err != nil {
-		t.Fatal(err)
-	}
-	return rec
+	return simtest.GroundTruth(t, s.url, id)
 }
 
 // probeOnce sends a short streamed probe with a bounded deadline.
