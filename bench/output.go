@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -330,8 +331,20 @@ func secondsIf(d time.Duration, ok bool) *float64 {
 	return &v
 }
 
-func newRequestRecord(s *Step, rec *record) requestRecord {
-	r := rec.res
+// encodeRequestRecord is rec's --export-requests line, newline included.
+func encodeRequestRecord(s *Step, rec *record, r *probe.Result) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(newRequestRecord(s, rec, r)); err != nil {
+		// Unreachable: every field is a plain value. Keep the line
+		// count honest anyway.
+		return fmt.Appendf(nil, "{\"request_id\":%q,\"error\":%q}\n", r.RequestID, err.Error())
+	}
+	return b.Bytes()
+}
+
+func newRequestRecord(s *Step, rec *record, r *probe.Result) requestRecord {
 	out := requestRecord{
 		Step: s.Index, Mode: s.Mode, Level: s.Level, Window: rec.window,
 		RequestID: r.RequestID, Start: r.Start.UTC(),
@@ -379,10 +392,8 @@ func (out *outputs) writeRequests(s *Step) error {
 	if out.reqBuf == nil {
 		return nil
 	}
-	enc := json.NewEncoder(out.reqBuf)
-	enc.SetEscapeHTML(false)
 	for _, rec := range s.records {
-		if err := enc.Encode(newRequestRecord(s, rec)); err != nil {
+		if _, err := out.reqBuf.Write(rec.export); err != nil {
 			return fmt.Errorf("--export-requests: %w", err)
 		}
 	}

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -21,8 +23,9 @@ type Summary struct {
 	P99   float64 `json:"p99"`
 }
 
-func summarise(values []float64) Summary {
-	s := stats.Summarise(values)
+func summarise(values []float64) Summary { return fromStats(stats.Summarise(values)) }
+
+func fromStats(s stats.Summary) Summary {
 	return Summary{Count: s.Count, Avg: s.Avg, Min: s.Min, Max: s.Max, P50: s.P50, P75: s.P75, P90: s.P90, P95: s.P95, P99: s.P99}
 }
 
@@ -88,63 +91,117 @@ type Stats struct {
 // their error messages.
 const maxErrorText = 300
 
-func (st *Stats) noteError(r *probe.Result) {
-	if r.Err == nil {
-		return
+// sample is what the statistics need of one measured request, kept in
+// place of its probe.Result: a long step holds one per request, and a
+// Result's chunk times cost 16 bytes per token where an ITL observation
+// needs 4: float32 nanoseconds, exact up to 16 ms and within 0.00001% above.
+type sample struct {
+	start    time.Time
+	endToEnd time.Duration
+	ttft     time.Duration // zero unless streamed with output
+	tpot     time.Duration
+	hasTPOT  bool
+	outcome  probe.Outcome
+	// err is the error cut to maxErrorText; cancelled marks a request
+	// cancelled by the end of an interrupted run's drain.
+	err          string
+	cancelled    bool
+	outputTokens int
+	inputTokens  int
+	inputKnown   bool
+	itl          []float32
+	// export is the request's --export-requests line, kept only when
+	// that file is asked for.
+	export []byte
+}
+
+func newSample(r *probe.Result) *sample {
+	sm := &sample{
+		start: r.Start, endToEnd: r.EndToEnd, outcome: r.Outcome,
+		outputTokens: r.OutputTokens, inputTokens: r.InputTokens,
+		inputKnown: r.InputTokensSource != probe.TokenSourceNone,
 	}
-	if _, ok := st.FirstErrors[string(r.Outcome)]; ok {
-		return
+	if r.Err != nil {
+		sm.err = cut(r.Err.Error(), maxErrorText)
+		sm.cancelled = r.Outcome == probe.OutcomeTimeout && errors.Is(r.Err, context.Canceled)
 	}
-	if st.FirstErrors == nil {
-		st.FirstErrors = map[string]string{}
+	if r.Outcome != probe.OutcomeSuccess {
+		return sm
 	}
-	msg := r.Err.Error()
-	if len(msg) > maxErrorText {
-		msg = strings.ToValidUTF8(msg[:maxErrorText], "") + "…"
+	if r.Streamed && r.TTFT > 0 {
+		sm.ttft = r.TTFT
 	}
-	st.FirstErrors[string(r.Outcome)] = msg
+	sm.tpot, sm.hasTPOT = r.TPOT()
+	n := 0
+	r.InterTokenLatencies(func(time.Duration) { n++ })
+	if n > 0 {
+		sm.itl = make([]float32, 0, n)
+		r.InterTokenLatencies(func(d time.Duration) { sm.itl = append(sm.itl, float32(d)) })
+	}
+	return sm
+}
+
+// cut shortens s to at most n bytes without splitting a character.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 // computeStats applies the definitions of docs/metrics.md to a set of
-// results: latency statistics over successes only, failures in outcomes
+// samples: latency statistics over successes only, failures in outcomes
 // and the error rate, throughput over the measurement span (genai-perf's
 // definition).
-func computeStats(results []*probe.Result) Stats {
-	st := Stats{Requests: len(results), Outcomes: map[string]int{}}
+func computeStats(samples []*sample) Stats {
+	st := Stats{Requests: len(samples), Outcomes: map[string]int{}}
 	for _, o := range probe.Outcomes() {
 		st.Outcomes[string(o)] = 0
 	}
-	var ttft, tpot, itl, lat, outTok, inTok []float64
+	// Sized up front: a long step has millions of ITL observations, and
+	// growing by doubling would briefly need three times their memory.
+	nITL := 0
+	for _, r := range samples {
+		nITL += len(r.itl)
+	}
+	n := len(samples)
+	ttft, tpot, lat := make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n)
+	outTok, inTok, itlNS := make([]float64, 0, n), make([]float64, 0, n), make([]float32, 0, nITL)
 	var first, last time.Time
-	for _, r := range results {
-		st.Outcomes[string(r.Outcome)]++
-		end := r.Start.Add(r.EndToEnd)
-		if first.IsZero() || r.Start.Before(first) {
-			first = r.Start
+	for _, r := range samples {
+		st.Outcomes[string(r.outcome)]++
+		end := r.start.Add(r.endToEnd)
+		if first.IsZero() || r.start.Before(first) {
+			first = r.start
 		}
 		if last.IsZero() || end.After(last) {
 			last = end
 		}
-		if r.Outcome != probe.OutcomeSuccess {
-			st.noteError(r)
+		if r.outcome != probe.OutcomeSuccess {
+			if _, seen := st.FirstErrors[string(r.outcome)]; !seen && r.err != "" {
+				if st.FirstErrors == nil {
+					st.FirstErrors = map[string]string{}
+				}
+				st.FirstErrors[string(r.outcome)] = r.err
+			}
 			continue
 		}
 		st.Successes++
-		if r.Streamed && r.TTFT > 0 {
-			ttft = append(ttft, r.TTFT.Seconds())
+		if r.ttft > 0 {
+			ttft = append(ttft, r.ttft.Seconds())
 		}
-		if d, ok := r.TPOT(); ok {
-			tpot = append(tpot, d.Seconds())
+		if r.hasTPOT {
+			tpot = append(tpot, r.tpot.Seconds())
 		}
-		r.InterTokenLatencies(func(d time.Duration) { itl = append(itl, d.Seconds()) })
-		lat = append(lat, r.EndToEnd.Seconds())
-		outTok = append(outTok, float64(r.OutputTokens))
-		st.OutputTokens += r.OutputTokens
-		if r.InputTokensSource == probe.TokenSourceNone {
+		itlNS = append(itlNS, r.itl...)
+		lat = append(lat, r.endToEnd.Seconds())
+		outTok = append(outTok, float64(r.outputTokens))
+		st.OutputTokens += r.outputTokens
+		if !r.inputKnown {
 			st.InputTokensUnknown++
 		} else {
-			inTok = append(inTok, float64(r.InputTokens))
-			st.InputTokens += r.InputTokens
+			inTok = append(inTok, float64(r.inputTokens))
+			st.InputTokens += r.inputTokens
 		}
 	}
 	if st.Requests > 0 {
@@ -158,7 +215,7 @@ func computeStats(results []*probe.Result) Stats {
 	}
 	st.TTFT = summarise(ttft)
 	st.TPOT = summarise(tpot)
-	st.ITL = summarise(itl)
+	st.ITL = fromStats(stats.Summarise(itlNS).DividedBy(1e9))
 	st.Latency = summarise(lat)
 	st.OutputTokensPerRequest = summarise(outTok)
 	st.InputTokensPerRequest = summarise(inTok)

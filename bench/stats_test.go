@@ -32,12 +32,12 @@ func TestComputeStats(t *testing.T) {
 		{Start: t0.Add(1100 * time.Millisecond), EndToEnd: time.Millisecond, Outcome: probe.OutcomeConnectError, Err: errors.New(strings.Repeat("x", 5000))},
 		{Start: t0.Add(1100 * time.Millisecond), EndToEnd: time.Millisecond, Outcome: probe.OutcomeHTTP5xx, StatusCode: 500, Err: errors.New("second 5xx")},
 	}
-	st := computeStats(rs)
+	st := computeStats(samplesOf(rs))
 	if st.FirstErrors["http_5xx"] != "HTTP 503: queue full" || len(st.FirstErrors["connect_error"]) > maxErrorText+len("…") || len(st.FirstErrors) != 2 {
 		t.Errorf("first errors %q", st.FirstErrors)
 	}
 	rs = rs[:4]
-	st = computeStats(rs)
+	st = computeStats(samplesOf(rs))
 	if st.Requests != 4 || st.Successes != 2 || st.ErrorRate != 0.5 {
 		t.Errorf("requests %d successes %d error rate %g", st.Requests, st.Successes, st.ErrorRate)
 	}
@@ -82,7 +82,7 @@ func TestComputeStats(t *testing.T) {
 	}
 	// A non-streamed answer has no TTFT (and hence no TPOT), but a latency.
 	ns := &probe.Result{Start: t0, EndToEnd: time.Second, Outcome: probe.OutcomeSuccess, OutputTokens: 5}
-	st = computeStats([]*probe.Result{ns})
+	st = computeStats(samplesOf([]*probe.Result{ns}))
 	if st.TTFT.Count != 0 || st.TPOT.Count != 0 || st.Latency.Count != 1 || st.InputTokensUnknown != 1 {
 		t.Errorf("non-streamed: %+v", st)
 	}
@@ -128,3 +128,35 @@ func (f *fakeDriver) Probe(ctx context.Context, req *probe.Request) *probe.Resul
 }
 
 func (f *fakeDriver) Close() {}
+
+func samplesOf(rs []*probe.Result) []*sample {
+	out := make([]*sample, len(rs))
+	for i, r := range rs {
+		out[i] = newSample(r)
+	}
+	return out
+}
+
+// TestSampleKeepsITLToTheNanosecond: the compact float32 nanoseconds give
+// back the ITL a Result gives, for gaps short and long.
+func TestSampleKeepsITLToTheNanosecond(t *testing.T) {
+	r := &probe.Result{Outcome: probe.OutcomeSuccess, Streamed: true, TTFT: time.Millisecond, OutputTokens: 4,
+		Chunks: []probe.Chunk{{At: time.Millisecond, Tokens: 1}, {At: time.Millisecond + 7654321, Tokens: 1},
+			{At: time.Millisecond + 7654321 + 3*time.Second, Tokens: 2}}}
+	r.EndToEnd = r.Chunks[2].At
+	var want []time.Duration
+	r.InterTokenLatencies(func(d time.Duration) { want = append(want, d) })
+	sm := newSample(r)
+	if len(sm.itl) != len(want) {
+		t.Fatalf("%d ITL observations, want %d", len(sm.itl), len(want))
+	}
+	for i, ns := range sm.itl {
+		got := time.Duration(ns)
+		if diff := (got - want[i]).Abs(); diff > want[i]/10_000_000+1 {
+			t.Errorf("ITL %d = %v, want %v", i, got, want[i])
+		}
+	}
+	if time.Duration(sm.itl[0]) != 7654321 {
+		t.Errorf("a 7.65 ms gap is not exact: %v", time.Duration(sm.itl[0]))
+	}
+}

@@ -68,7 +68,7 @@ type WindowSummary struct {
 type record struct {
 	window  int
 	planned time.Time
-	res     *probe.Result
+	*sample
 }
 
 type window struct {
@@ -171,10 +171,10 @@ func (s *stepRun) finish(rec *record) {
 		w.pending--
 		w.records = append(w.records, rec)
 		s.liveDone++
-		if rec.res.Outcome != probe.OutcomeSuccess {
+		if rec.outcome != probe.OutcomeSuccess {
 			s.liveErrors++
-		} else if rec.res.TTFT > 0 {
-			s.liveTTFT = append(s.liveTTFT, rec.res.TTFT.Seconds())
+		} else if rec.ttft > 0 {
+			s.liveTTFT = append(s.liveTTFT, rec.ttft.Seconds())
 		}
 	}
 	s.mu.Unlock()
@@ -220,7 +220,12 @@ func (s *stepRun) job() schedule.Job {
 			defer cancel()
 			res := s.o.Driver.Probe(ctx, req)
 			tk.Sent(res.Start)
-			s.finish(&record{window: k, planned: tk.Planned, res: res})
+			rec := &record{window: k, planned: tk.Planned, sample: newSample(res)}
+			if s.o.RequestsPath != "" {
+				// Encoded now, so the Result and its chunk times can go.
+				rec.export = encodeRequestRecord(s.step, rec, res)
+			}
+			s.finish(rec)
 			return res.Outcome == probe.OutcomeSuccess
 		},
 	}
@@ -320,11 +325,11 @@ func (s *stepRun) control(ctx context.Context) ([2]int, bool, error) {
 // windowStats computes one window's statistics. Callers hold mu.
 func (s *stepRun) windowStats(k int) Stats {
 	w := s.window(k)
-	rs := make([]*probe.Result, len(w.records))
+	samples := make([]*sample, len(w.records))
 	for i, r := range w.records {
-		rs[i] = r.res
+		samples[i] = r.sample
 	}
-	return computeStats(rs)
+	return computeStats(samples)
 }
 
 // waitWindow returns once window k is over (its time passed, or its
@@ -363,7 +368,7 @@ func (s *stepRun) collect(reported [2]int) {
 	step.WarmupRequests = s.warmup
 	step.WarmupSkipped = s.wSkip
 	step.ReportedWindows = reported[1] - reported[0]
-	var results []*probe.Result
+	var samples []*sample
 	var lags []float64
 	for k, w := range s.windows {
 		if k < reported[0] {
@@ -378,21 +383,21 @@ func (s *stepRun) collect(reported [2]int) {
 			step.SkippedTotal += n
 		}
 		for _, r := range w.records {
-			if step.Interrupted && r.res.Outcome == probe.OutcomeTimeout && errors.Is(r.res.Err, context.Canceled) {
+			if step.Interrupted && r.cancelled {
 				step.CancelledRequests++
 				continue
 			}
 			step.records = append(step.records, r)
-			results = append(results, r.res)
+			samples = append(samples, r.sample)
 			if !r.planned.IsZero() {
-				lags = append(lags, max(r.res.Start.Sub(r.planned), 0).Seconds())
+				lags = append(lags, max(r.start.Sub(r.planned), 0).Seconds())
 			}
 		}
 	}
-	slices.SortFunc(step.records, func(a, b *record) int { return a.res.Start.Compare(b.res.Start) })
+	slices.SortFunc(step.records, func(a, b *record) int { return a.start.Compare(b.start) })
 	slices.Sort(lags)
 	step.ScheduleLagP99 = stats.Percentile(lags, 0.99)
-	step.Stats = computeStats(results)
+	step.Stats = computeStats(samples)
 }
 
 // snapshot is what the progress line shows.

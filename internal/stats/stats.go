@@ -21,27 +21,37 @@ type Summary struct {
 	P50, P75, P90, P95, P99 float64
 }
 
-// Summarise sorts values in place and summarises them.
-func Summarise(values []float64) Summary {
+// Summarise sorts values in place and summarises them. float32 serves
+// samples too large to hold as float64 (millions of inter-token gaps); the
+// sum is taken in float64 either way.
+func Summarise[T float32 | float64](values []T) Summary {
 	if len(values) == 0 {
 		return Summary{}
 	}
 	slices.Sort(values)
 	var sum float64
 	for _, v := range values {
-		sum += v
+		sum += float64(v)
 	}
-	s := Summary{Count: len(values), Avg: sum / float64(len(values)), Min: values[0], Max: values[len(values)-1]}
+	s := Summary{Count: len(values), Avg: sum / float64(len(values)), Min: float64(values[0]), Max: float64(values[len(values)-1])}
 	dst := [...]*float64{&s.P50, &s.P75, &s.P90, &s.P95, &s.P99}
 	for i, q := range quantiles {
-		*dst[i] = Percentile(values, q)
+		*dst[i] = float64(Percentile(values, q))
 	}
 	return s
 }
 
+// DividedBy is s with every value divided by d: a change of unit, such as
+// nanoseconds to seconds (dividing by 1e9 rounds correctly where
+// multiplying by 1e-9 would not).
+func (s Summary) DividedBy(d float64) Summary {
+	return Summary{Count: s.Count, Avg: s.Avg / d, Min: s.Min / d, Max: s.Max / d,
+		P50: s.P50 / d, P75: s.P75 / d, P90: s.P90 / d, P95: s.P95 / d, P99: s.P99 / d}
+}
+
 // Percentile is the nearest-rank percentile (q in [0,1]) of sorted values:
 // always a value that was measured, never an interpolation between two.
-func Percentile[T float64 | time.Duration | int](sorted []T, q float64) T {
+func Percentile[T float32 | float64 | time.Duration | int](sorted []T, q float64) T {
 	if len(sorted) == 0 {
 		return 0
 	}

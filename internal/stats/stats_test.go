@@ -18,7 +18,7 @@ func TestSummariseNearestRank(t *testing.T) {
 }
 
 func TestSummariseSmallSamples(t *testing.T) {
-	if s := Summarise(nil); s != (Summary{}) {
+	if s := Summarise[float64](nil); s != (Summary{}) {
 		t.Fatalf("empty sample: %+v", s)
 	}
 	s := Summarise([]float64{3})
@@ -42,5 +42,14 @@ func TestPercentileDurations(t *testing.T) {
 	}
 	if got := Percentile([]time.Duration(nil), 0.5); got != 0 {
 		t.Fatalf("empty = %v", got)
+	}
+}
+
+func TestSummariseFloat32AndDividedBy(t *testing.T) {
+	ns := []float32{3e6, 1e6, 2e6, 4e6} // 1–4 ms in nanoseconds
+	s := Summarise(ns).DividedBy(1e9)
+	want := Summary{Count: 4, Avg: 0.0025, Min: 0.001, Max: 0.004, P50: 0.002, P75: 0.003, P90: 0.004, P95: 0.004, P99: 0.004}
+	if s != want {
+		t.Fatalf("got %+v, want %+v", s, want)
 	}
 }
