@@ -111,9 +111,10 @@ func TritonPreset(name string) ([]TensorInput, error) {
 			{Name: "stream", Datatype: DatatypeBool, Shape: one, Source: SourceStream},
 			{Name: "sampling_parameters", Datatype: DatatypeBytes, Shape: one, Source: SourceSamplingParameters},
 			{Name: "exclude_input_in_output", Datatype: DatatypeBool, Shape: one, Constant: true},
-			// The backend's own token count and finish reason: the first
-			// makes token counts the server's, the second makes a truncated
-			// generate_stream detectable.
+			// The backend's own token counts and finish reason: the counts
+			// make input and output tokens the server's, the finish reason
+			// makes a truncated generate_stream detectable.
+			{Name: "return_num_input_tokens", Datatype: DatatypeBool, Shape: one, Constant: true},
 			{Name: "return_num_output_tokens", Datatype: DatatypeBool, Shape: one, Constant: true},
 			{Name: "return_finish_reason", Datatype: DatatypeBool, Shape: one, Constant: true},
 		}, nil

@@ -49,6 +49,9 @@ const (
 	// outputNumTokens is the vLLM backend's count (return_num_output_tokens):
 	// tokens generated since the previous response when streaming.
 	outputNumTokens = "num_output_tokens"
+	// outputNumInputTokens is the vLLM backend's prompt length
+	// (return_num_input_tokens), the same in every response.
+	outputNumInputTokens = "num_input_tokens"
 	// outputFinishReason is the vLLM backend's (return_finish_reason) and
 	// the TRT-LLM LLM-API model's; "None" on unfinished responses.
 	outputFinishReason = "finish_reason"
@@ -116,6 +119,16 @@ func (c *tritonCounts) add(r *Result, at time.Duration, n int, fromServer bool) 
 	r.Chunks = append(r.Chunks, Chunk{At: at, Tokens: n})
 	c.server = append(c.server, fromServer)
 	return true
+}
+
+// setInputTokens records the server's prompt count from the first
+// response that carried a non-zero one. The vLLM backend repeats the same
+// value in every response; zero would mean a response built without the
+// prompt (an empty final response), not an empty prompt, which vLLM refuses.
+func setInputTokens(r *Result, n int, ok bool) {
+	if ok && n > 0 && r.InputTokensSource == TokenSourceNone {
+		r.InputTokens, r.InputTokensSource = n, TokenSourceServer
+	}
 }
 
 // finish sets the output token count and its source.

@@ -122,6 +122,8 @@ type genResponse struct {
 	text         bool
 	tokens       int
 	hasTokens    bool
+	inputTokens  int
+	hasInput     bool
 	finish       string
 	hasFinish    bool
 	outputsFound int
@@ -159,6 +161,9 @@ func (d *tritonGenerateDriver) parseGenerate(b []byte) (genResponse, error) {
 		if n, ok := jsonFirstInt(raw); ok {
 			g.tokens, g.hasTokens = n, true
 		}
+	}
+	if raw, ok := obj[outputNumInputTokens]; ok {
+		g.inputTokens, g.hasInput = jsonFirstInt(raw)
 	}
 	if raw, ok := obj[outputFinishReason]; ok {
 		g.hasFinish = true
@@ -284,6 +289,7 @@ func (d *tritonGenerateDriver) readStream(ex *exchange, r *Result) {
 			return
 		}
 		responses++
+		setInputTokens(r, g.inputTokens, g.hasInput)
 		if g.hasFinish {
 			counts.anyFinish = true
 			lastFinish = g.finish
@@ -312,6 +318,7 @@ func (d *tritonGenerateDriver) readBody(ex *exchange, r *Result, wantedStream bo
 		r.Outcome, r.Err = OutcomeHTTP5xx, fmt.Errorf("server error: %s", *g.err)
 		return
 	}
+	setInputTokens(r, g.inputTokens, g.hasInput)
 	if wantedStream {
 		r.Outcome, r.Err = OutcomeProtocolError, errors.New("server answered generate_stream with a single JSON document")
 		return

@@ -443,6 +443,8 @@ type tritonResponse struct {
 	text         bool
 	tokens       int
 	hasTokens    bool
+	inputTokens  int
+	hasInput     bool
 	finish       string
 	hasFinish    bool
 	final        bool
@@ -469,7 +471,7 @@ func (d *tritonGRPCDriver) readResponse(m *tritonpb.ModelInferResponse) (tritonR
 	for i, out := range m.GetOutputs() {
 		name := out.GetName()
 		text := d.triton.isTextOutput(name)
-		if !text && name != outputNumTokens && name != outputFinishReason {
+		if !text && name != outputNumTokens && name != outputNumInputTokens && name != outputFinishReason {
 			continue
 		}
 		var r []byte
@@ -497,6 +499,8 @@ func (d *tritonGRPCDriver) readResponse(m *tritonpb.ModelInferResponse) (tritonR
 			if n, ok := firstCount(out, r); ok {
 				t.tokens, t.hasTokens = n, true
 			}
+		case name == outputNumInputTokens:
+			t.inputTokens, t.hasInput = firstCount(out, r)
 		}
 	}
 	return t, nil
@@ -637,6 +641,7 @@ func (d *tritonGRPCDriver) stream(ctx context.Context, c tritonpb.GRPCInferenceS
 			return
 		}
 		responses++
+		setInputTokens(r, t.inputTokens, t.hasInput)
 		sawFinalParam = sawFinalParam || t.hasFinal
 		if t.hasFinish {
 			counts.anyFinish = true
@@ -687,6 +692,7 @@ func (d *tritonGRPCDriver) unary(ctx context.Context, c tritonpb.GRPCInferenceSe
 		r.Outcome, r.Err = OutcomeProtocolError, err
 		return
 	}
+	setInputTokens(r, t.inputTokens, t.hasInput)
 	if t.outputsFound == 0 {
 		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("answer has none of the outputs %s", strings.Join(d.triton.Outputs, ", "))
 		return

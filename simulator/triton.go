@@ -31,6 +31,7 @@ type tritonInputs struct {
 	stream       *bool
 	sampling     string
 	returnNum    bool
+	returnInput  bool
 	returnFinish bool
 }
 
@@ -104,6 +105,8 @@ func (in *tritonInputs) set(name string, v any) error {
 		in.sampling, err = str()
 	case "return_num_output_tokens":
 		in.returnNum, err = boolean()
+	case "return_num_input_tokens":
+		in.returnInput, err = boolean()
 	case "return_finish_reason":
 		in.returnFinish, err = boolean()
 	}
@@ -211,14 +214,14 @@ func (s *Server) planTriton(id, model string, in *tritonInputs, stream bool, fau
 		text:         textRNG,
 		timing:       seqRNG,
 		// includeUsage carries "return the vLLM backend's extra outputs".
-		includeUsage: in.returnNum || in.returnFinish,
-		triton:       tritonExtras{num: in.returnNum, finish: in.returnFinish},
+		includeUsage: in.returnNum || in.returnInput || in.returnFinish,
+		triton:       tritonExtras{num: in.returnNum, input: in.returnInput, finish: in.returnFinish},
 	}, nil
 }
 
 // tritonExtras are the vLLM backend's optional outputs a request asked for.
 type tritonExtras struct {
-	num, finish bool
+	num, input, finish bool
 }
 
 // finalHidden reports whether the final response must go out without its
@@ -238,6 +241,10 @@ func (tritonGenerateFrontEnd) response(p *plan, text string, tokens int, final b
 	m := map[string]any{"model_name": p.model, "model_version": tritonVersion, "id": p.id, "text_output": text}
 	if p.triton.num {
 		m["num_output_tokens"] = tokens
+	}
+	if p.triton.input {
+		// As the vLLM backend: the prompt's length in every response.
+		m["num_input_tokens"] = p.promptTokens
 	}
 	if p.triton.finish {
 		m["finish_reason"] = "None"
@@ -423,7 +430,13 @@ func (s *Server) handleTritonModelReady(w http.ResponseWriter, r *http.Request) 
 var tritonModelInputs = []struct{ name, datatype string }{
 	{"text_input", "BYTES"}, {"max_tokens", "INT32"}, {"stream", "BOOL"}, {"sampling_parameters", "BYTES"},
 	{"exclude_input_in_output", "BOOL"}, {"ignore_eos", "BOOL"}, {"min_length", "INT32"}, {"random_seed", "UINT64"},
-	{"return_num_output_tokens", "BOOL"}, {"return_finish_reason", "BOOL"},
+	{"return_num_input_tokens", "BOOL"}, {"return_num_output_tokens", "BOOL"}, {"return_finish_reason", "BOOL"},
+}
+
+// tritonModelOutputs lists the simulated model's outputs; the last three
+// only when the request asks for them.
+var tritonModelOutputs = []struct{ name, datatype string }{
+	{"text_output", "BYTES"}, {"num_input_tokens", "UINT32"}, {"num_output_tokens", "UINT32"}, {"finish_reason", "BYTES"},
 }
 
 func (s *Server) handleTritonModelMetadata(w http.ResponseWriter, r *http.Request) {
@@ -447,10 +460,20 @@ func (s *Server) handleTritonModelMetadata(w http.ResponseWriter, r *http.Reques
 	for _, in := range tritonModelInputs {
 		md.Inputs = append(md.Inputs, tensor{in.name, in.datatype, []int64{-1, 1}})
 	}
-	md.Outputs = []tensor{{"text_output", "BYTES", []int64{-1, -1}}, {"num_output_tokens", "UINT32", []int64{-1, 1}},
-		{"finish_reason", "BYTES", []int64{-1, -1}}}
+	for _, out := range tritonModelOutputs {
+		md.Outputs = append(md.Outputs, tensor{out.name, out.datatype, tritonOutputShape(out.datatype)})
+	}
 	b, _ := json.Marshal(md)
 	writeBody(w, http.StatusOK, "application/json", b)
+}
+
+// tritonOutputShape is an output's metadata shape: counts are one element
+// per batch entry, text a list.
+func tritonOutputShape(datatype string) []int64 {
+	if datatype == "BYTES" {
+		return []int64{-1, -1}
+	}
+	return []int64{-1, 1}
 }
 
 func jsonEscape(s string) string {

@@ -190,10 +190,8 @@ func (g *tritonGRPCService) ModelMetadata(_ context.Context, r *tritonpb.ModelMe
 	for _, in := range tritonModelInputs {
 		md.Inputs = append(md.Inputs, &tritonpb.ModelMetadataResponse_TensorMetadata{Name: in.name, Datatype: in.datatype, Shape: []int64{-1, 1}})
 	}
-	md.Outputs = []*tritonpb.ModelMetadataResponse_TensorMetadata{
-		{Name: "text_output", Datatype: "BYTES", Shape: []int64{-1, -1}},
-		{Name: "num_output_tokens", Datatype: "UINT32", Shape: []int64{-1, 1}},
-		{Name: "finish_reason", Datatype: "BYTES", Shape: []int64{-1, -1}},
+	for _, out := range tritonModelOutputs {
+		md.Outputs = append(md.Outputs, &tritonpb.ModelMetadataResponse_TensorMetadata{Name: out.name, Datatype: out.datatype, Shape: tritonOutputShape(out.datatype)})
 	}
 	return md, nil
 }
@@ -384,6 +382,9 @@ func inferResponse(p *plan, text string, tokens int, finished bool, markFinal *b
 		out("text_output", "BYTES", []byte{0xff, 0xff, 0xff, 0x7f, 'x'})
 	} else {
 		out("text_output", "BYTES", bytesElement(text))
+	}
+	if p.triton.input {
+		out("num_input_tokens", "UINT32", binary.LittleEndian.AppendUint32(nil, uint32(p.promptTokens)))
 	}
 	if p.triton.num {
 		out("num_output_tokens", "UINT32", binary.LittleEndian.AppendUint32(nil, uint32(tokens)))

@@ -27,8 +27,22 @@ func startTritonSimulator(t *testing.T, cfg simulator.Config) *tritonSim {
 // tritonVariant is one way of speaking to Triton.
 type tritonVariant struct {
 	name, protocol, preset string
-	// serverCount: the preset asks the server for its token count.
+	// serverCount: the preset asks the server for its token counts
+	// (output and input).
 	serverCount bool
+}
+
+// checkInputTokens: the vLLM preset's input count is the server's prompt
+// count, the TensorRT-LLM ensemble's stays unknown (it has no such output).
+func (v tritonVariant) checkInputTokens(t *testing.T, res *probe.Result, rec simulator.RequestRecord) {
+	t.Helper()
+	want, wantSrc := 0, probe.TokenSourceNone
+	if v.serverCount {
+		want, wantSrc = rec.PromptTokens, probe.TokenSourceServer
+	}
+	if res.InputTokens != want || res.InputTokensSource != wantSrc || (v.serverCount && want < 1) {
+		t.Errorf("%s %s: input tokens %d (%q), want %d (%q)", v.name, res.RequestID, res.InputTokens, res.InputTokensSource, want, wantSrc)
+	}
 }
 
 var tritonVariants = []tritonVariant{
@@ -77,6 +91,7 @@ func TestTritonAccuracyAgainstGroundTruth(t *testing.T) {
 					if res.OutputTokens != rec.OutputTokens || res.OutputTokensSource != wantSrc {
 						t.Errorf("%s: output tokens %d (%s), simulator sent %d (want source %s)", res.RequestID, res.OutputTokens, res.OutputTokensSource, rec.OutputTokens, wantSrc)
 					}
+					v.checkInputTokens(t, res, rec)
 				})
 			// Generous for a loaded 2-core machine under -race. TTFT also
 			// holds what happens before the server sees the request
@@ -112,6 +127,7 @@ func TestTritonNonStreaming(t *testing.T) {
 				continue
 			}
 			rec := s.groundTruth(t, res.RequestID)
+			v.checkInputTokens(t, res, rec)
 			if v.serverCount && (res.OutputTokens != rec.OutputTokens || res.OutputTokensSource != probe.TokenSourceServer) {
 				t.Errorf("%s: output tokens %d (%s), simulator %d", v.name, res.OutputTokens, res.OutputTokensSource, rec.OutputTokens)
 			}
