@@ -113,7 +113,9 @@ func boolRaw(v bool) []byte {
 	return []byte{0}
 }
 
-func bytesRaw(s string) []byte { return append(binary.LittleEndian.AppendUint32(nil, uint32(len(s))), s...) }
+func bytesRaw(s string) []byte {
+	return append(binary.LittleEndian.AppendUint32(nil, uint32(len(s))), s...)
+}
 
 // grpcVLLMRequest is a vLLM-backend style request with raw contents.
 func grpcVLLMRequest(id string, stream, askInput bool) *tritonpb.ModelInferRequest {
@@ -204,7 +206,9 @@ func TestTritonGRPCNumInputTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := slices.IndexFunc(md.GetInputs(), func(x *tritonpb.ModelMetadataResponse_TensorMetadata) bool { return x.GetName() == "return_num_input_tokens" })
+	in := slices.IndexFunc(md.GetInputs(), func(x *tritonpb.ModelMetadataResponse_TensorMetadata) bool {
+		return x.GetName() == "return_num_input_tokens"
+	})
 	out := slices.IndexFunc(md.GetOutputs(), func(x *tritonpb.ModelMetadataResponse_TensorMetadata) bool { return x.GetName() == "num_input_tokens" })
 	if in < 0 || out < 0 || md.GetOutputs()[out].GetDatatype() != "UINT32" {
 		t.Errorf("gRPC metadata does not advertise num_input_tokens: %v", md)
