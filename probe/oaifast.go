@@ -85,7 +85,11 @@ var topKeys = []string{"choices", "usage", "object", "error", "error_type", "mes
 
 var choiceKeys = []string{"text", "delta", "message", "finish_reason"}
 
-var deltaKeys = []string{"content", "reasoning_content", "reasoning"}
+var deltaKeys = []string{"content", "reasoning_content", "reasoning", "tool_calls", "function_call"}
+
+var toolCallKeys = []string{"function"}
+
+var functionKeys = []string{"name", "arguments"}
 
 var usageKeys = []string{"prompt_tokens", "completion_tokens"}
 
@@ -165,18 +169,30 @@ func decodeDelta(b []byte, v int, d *oaiDelta) (int, bool) {
 	default:
 		return 0, false
 	}
-	var seen [3]bool
+	var seen [5]bool
 	return walkObject(b, v, func(key []byte, v int) (int, bool) {
 		k, ok := matchKey(key, deltaKeys)
 		if !ok {
 			return 0, false
 		}
+		if k >= 0 && seen[k] {
+			return 0, false
+		}
+		switch k {
+		case 3: // tool_calls
+			seen[k] = true
+			end, carried, ok := decodeToolCalls(b, v)
+			d.ToolCalls = toolCalls(carried)
+			return end, ok
+		case 4: // function_call
+			seen[k] = true
+			end, carried, ok := decodeFunction(b, v)
+			d.FunctionCall = functionCall(carried)
+			return end, ok
+		}
 		end := skipValue(b, v)
 		if k < 0 {
 			return end, true
-		}
-		if seen[k] {
-			return 0, false
 		}
 		seen[k] = true
 		p := present(presentValue(b[v:end]))
@@ -190,6 +206,96 @@ func decodeDelta(b []byte, v int, d *oaiDelta) (int, bool) {
 		}
 		return end, true
 	})
+}
+
+// decodeToolCalls reads a tool_calls value at b[v] as toolCallsValue
+// does: null, an array of call objects, or one call object (older TGI).
+// It keeps no per-call state, so a huge array costs time linear in its
+// bytes and no memory. Anything else (null or other non-object calls,
+// a function that is not an object) is left to the slow path, which
+// decides what an odd shape means.
+func decodeToolCalls(b []byte, v int) (end int, carried, ok bool) {
+	switch b[v] {
+	case 'n':
+		return v + len("null"), false, true
+	case '{':
+		return decodeToolCall(b, v)
+	case '[':
+	default:
+		return 0, false, false
+	}
+	i := skipWS(b, v+1)
+	if b[i] == ']' {
+		return i + 1, false, true
+	}
+	for {
+		if b[i] != '{' {
+			return 0, false, false
+		}
+		end, c, ok := decodeToolCall(b, i)
+		if !ok {
+			return 0, false, false
+		}
+		carried = carried || c
+		i = skipWS(b, end)
+		if b[i] == ']' {
+			return i + 1, carried, true
+		}
+		i = skipWS(b, i+1) // ','
+	}
+}
+
+// decodeToolCall reads one call object at b[i]; only its function
+// matters (index, id and type carry no output).
+func decodeToolCall(b []byte, i int) (end int, carried, ok bool) {
+	seen := false
+	end, ok = walkObject(b, i, func(key []byte, v int) (int, bool) {
+		k, ok := matchKey(key, toolCallKeys)
+		if !ok {
+			return 0, false
+		}
+		if k < 0 {
+			return skipValue(b, v), true
+		}
+		if seen {
+			return 0, false
+		}
+		seen = true
+		end, c, ok := decodeFunction(b, v)
+		carried = c
+		return end, ok
+	})
+	return end, carried, ok
+}
+
+// decodeFunction reads a function object {"name","arguments"} at b[v]
+// (a tool call's function, or the legacy function_call), or null.
+func decodeFunction(b []byte, v int) (end int, carried, ok bool) {
+	switch b[v] {
+	case 'n': // null into a struct changes nothing
+		return v + len("null"), false, true
+	case '{':
+	default:
+		return 0, false, false
+	}
+	var seen [2]bool
+	end, ok = walkObject(b, v, func(key []byte, v int) (int, bool) {
+		k, ok := matchKey(key, functionKeys)
+		if !ok {
+			return 0, false
+		}
+		end := skipValue(b, v)
+		if k < 0 {
+			return end, true
+		}
+		if seen[k] {
+			return 0, false
+		}
+		seen[k] = true
+		carried = carried || presentValue(b[v:end])
+		return end, true
+	})
+	return end, carried, ok
 }
 
 func decodeUsage(b []byte, v int, u *oaiUsage) (int, bool) {

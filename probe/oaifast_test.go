@@ -45,6 +45,55 @@ var fastSlowSeeds = []string{
 	`[]`, `null`, `"x"`, `1`,
 }
 
+// toolCallSeeds are streamed function calls as servers send them; every
+// one must take the fast path (TestOAIChunkFastPathTakesCommonChunks).
+var toolCallSeeds = []string{
+	// vLLM: the name first (arguments absent), then argument fragments.
+	`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"id":"chatcmpl-tool-9c2d","type":"function","index":0,"function":{"name":"get_weather"}}]},"logprobs":null,"finish_reason":null}]}`,
+	`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\": \""}}]},"logprobs":null,"finish_reason":null}]}`,
+	`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"tool_calls","stop_reason":null}]}`,
+	// OpenAI: role, null content and an empty arguments string beside the name.
+	`{"id":"chatcmpl-2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_abc","type":"function","function":{"name":"get_weather","arguments":""}}],"refusal":null},"logprobs":null,"finish_reason":null}]}`,
+	// Parallel calls; an arguments fragment of the second.
+	`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}},{"index":1,"id":"call_2","type":"function","function":{"name":"get_time","arguments":null}}]}}]}`,
+	// Ollama /v1: the whole call in one chunk.
+	`{"id":"chatcmpl-3","object":"chat.completion.chunk","model":"llama3.1","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"id":"call_x","index":0,"type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},"finish_reason":null}]}`,
+	// TGI before 3.2: one call object instead of an array.
+	`{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","tool_calls":{"index":0,"id":"","type":"function","function":{"name":null,"arguments":"{\""}}},"logprobs":null,"finish_reason":null}]}`,
+	// The legacy functions API.
+	`{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"function_call":{"name":"get_weather","arguments":""}},"finish_reason":null}]}`,
+	`{"choices":[{"index":0,"delta":{"function_call":{"arguments":"{\n"}},"finish_reason":null}]}`,
+	// SGLang's nulls, and fragments that carry nothing.
+	`{"choices":[{"index":0,"delta":{"role":null,"content":null,"reasoning_content":null,"tool_calls":null},"finish_reason":null,"matched_stop":null}],"usage":null}`,
+	`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}}]}}]}`,
+	`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function"}]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[],"function_call":null}},{"delta":{"tool_calls":[{},{"function":null},{"function":{}}]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[{"function":{"name":"","arguments":[]}}],"function_call":{"name":{}}}}]}`,
+	// Arguments as an object (non-string) is present, like content.
+	`{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":{"city":"Paris"}}}]}}]}`,
+	// A whole answer.
+	`{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":80,"completion_tokens":20}}`,
+}
+
+// toolCallCorners are tool-call shapes the fast path leaves to
+// encoding/json; the equivalence checks still run on them.
+var toolCallCorners = []string{
+	`{"choices":[{"delta":{"tool_calls":[null,{"function":{"name":"a"}}]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":["x",{"function":{"name":"a"}}]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":"x"}}]}`, `{"choices":[{"delta":{"tool_calls":1}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[{"function":"get_weather"}]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[[{"function":{"name":"a"}}]]}}]}`,
+	`{"choices":[{"delta":{"Tool_Calls":[{"function":{"name":"a"}}]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[{"Function":{"NAME":"a"}}]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[{"function":{"argument\u0073":"x"}}]}}]}`,
+	"{\"choices\":[{\"delta\":{\"tool_calls\":[{\"function\":{\"argument\u017f\":\"x\"}}]}}]}",
+	`{"choices":[{"delta":{"tool_calls":[{"function":{"name":"a","name":""}}]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[{"function":{"name":"a"},"function":null}]}}]}`,
+	`{"choices":[{"delta":{"tool_calls":[{"function":{"name":"a"}}],"tool_calls":null}}]}`,
+	`{"choices":[{"delta":{"function_call":"auto"}}]}`, `{"choices":[{"delta":{"function_call":[{"name":"a"}]}}]}`,
+	`{"choices":[{"delta":{"function_call":{"name":"a"},"Function_Call":null}}]}`,
+}
+
 // The fast path must give exactly what encoding/json gives whenever it
 // claims an input; when it declines, decode falls back to decodeJSON.
 func checkFastSlow(t *testing.T, data []byte) {
@@ -81,15 +130,21 @@ func checkFastSlow(t *testing.T, data []byte) {
 }
 
 func TestOAIChunkFastPathMatchesEncodingJSON(t *testing.T) {
-	for _, s := range fastSlowSeeds {
+	for _, s := range allFastSlowSeeds() {
 		checkFastSlow(t, []byte(s))
 	}
+}
+
+func allFastSlowSeeds() []string {
+	seeds := append([]string(nil), fastSlowSeeds...)
+	seeds = append(seeds, toolCallSeeds...)
+	return append(seeds, toolCallCorners...)
 }
 
 // The shapes every stream is made of take the fast path; without this
 // test a fast path that always declined would pass everything else.
 func TestOAIChunkFastPathTakesCommonChunks(t *testing.T) {
-	for _, s := range fastSlowSeeds[:13] {
+	for _, s := range append(fastSlowSeeds[:13:13], toolCallSeeds...) {
 		var c oaiChunk
 		c.reset()
 		if !fastJSONOK([]byte(s)) || !c.decodeFast([]byte(s)) {
@@ -99,7 +154,7 @@ func TestOAIChunkFastPathTakesCommonChunks(t *testing.T) {
 }
 
 func FuzzOAIChunkFastPath(f *testing.F) {
-	for _, s := range fastSlowSeeds {
+	for _, s := range allFastSlowSeeds() {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

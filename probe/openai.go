@@ -188,6 +188,101 @@ type oaiDelta struct {
 	Content          present `json:"content"`
 	ReasoningContent present `json:"reasoning_content"` // vLLM (older), SGLang, llama.cpp, DeepSeek
 	Reasoning        present `json:"reasoning"`         // vLLM (newer), Ollama
+	// A streamed function call: its name and arguments arrive as
+	// fragments in place of content, and are output like it.
+	ToolCalls    toolCalls    `json:"tool_calls"`    // OpenAI, vLLM, SGLang, llama.cpp, TGI, Ollama
+	FunctionCall functionCall `json:"function_call"` // the legacy OpenAI functions API
+}
+
+// toolCalls records whether a tool_calls value carried a fragment of a
+// call: a function name or an arguments piece that is present (see
+// present). The value is an array of calls; TGI before 3.2 sent a single
+// call object, which counts the same. The first fragment's id, type and
+// index alone carry no output.
+//
+// An unexpected shape anywhere in the value (a call or function that is
+// not an object or null) makes the whole value carry nothing rather than
+// fail the chunk: tool calls are optional output, and before they counted
+// a stream with odd ones was still read. The fast path (oaifast.go)
+// handles the ordinary shapes and leaves the rest to this method.
+type toolCalls bool
+
+func (t *toolCalls) UnmarshalJSON(b []byte) error {
+	*t = toolCalls(toolCallsValue(b))
+	return nil
+}
+
+// functionCall is the legacy delta.function_call, {"name","arguments"}:
+// like one call's function in toolCalls.
+type functionCall bool
+
+func (f *functionCall) UnmarshalJSON(b []byte) error {
+	var fn oaiFunction
+	*f = functionCall(json.Unmarshal(b, &fn) == nil && fn.carries())
+	return nil
+}
+
+type oaiToolCall struct {
+	Function oaiFunction `json:"function"`
+}
+
+type oaiFunction struct {
+	Name      present `json:"name"`
+	Arguments present `json:"arguments"`
+}
+
+func (f *oaiFunction) carries() bool { return bool(f.Name || f.Arguments) }
+
+// toolCallsValue is toolCalls' rule on a raw JSON value, which the caller
+// is decoding (so it is valid and within the depth bound). Work and memory
+// stay linear in len(b): a call decodes to two bools, and an array with an
+// element that cannot be a call is refused before decoding, since
+// encoding/json would build an error value for each such element, dozens
+// of times the bytes of an array of numbers.
+func toolCallsValue(b []byte) bool {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return false
+	}
+	switch b[0] {
+	case '[':
+		if !elementsObjectsOrNull(b) {
+			return false // an UnmarshalTypeError for each odd element
+		}
+		var calls []oaiToolCall
+		if json.Unmarshal(b, &calls) != nil {
+			return false
+		}
+		for i := range calls {
+			if calls[i].Function.carries() {
+				return true
+			}
+		}
+	case '{':
+		var call oaiToolCall
+		return json.Unmarshal(b, &call) == nil && call.Function.carries()
+	}
+	return false
+}
+
+// elementsObjectsOrNull reports whether every element of the valid JSON
+// array b is an object or null, the values that decode into a struct.
+func elementsObjectsOrNull(b []byte) bool {
+	i := skipWS(b, 1)
+	if i < len(b) && b[i] == ']' {
+		return true
+	}
+	for i < len(b) {
+		if b[i] != '{' && b[i] != 'n' {
+			return false
+		}
+		i = skipWS(b, skipValue(b, i))
+		if i >= len(b) || b[i] == ']' {
+			return true
+		}
+		i = skipWS(b, i+1) // ','
+	}
+	return true
 }
 
 type oaiUsage struct {
@@ -213,16 +308,20 @@ func presentValue(b []byte) bool {
 	return true
 }
 
-// hasOutput reports whether any choice carried output text.
+// hasOutput reports whether any choice carried output: text, reasoning,
+// or a fragment of a function call.
 func (c *oaiChunk) hasOutput() bool {
 	for i := range c.Choices {
 		ch := &c.Choices[i]
-		if ch.Text || ch.Delta.Content || ch.Delta.ReasoningContent || ch.Delta.Reasoning ||
-			ch.Message.Content || ch.Message.ReasoningContent || ch.Message.Reasoning {
+		if bool(ch.Text) || ch.Delta.hasOutput() || ch.Message.hasOutput() {
 			return true
 		}
 	}
 	return false
+}
+
+func (d *oaiDelta) hasOutput() bool {
+	return bool(d.Content || d.ReasoningContent || d.Reasoning) || bool(d.ToolCalls) || bool(d.FunctionCall)
 }
 
 func (c *oaiChunk) finishReason() string {
