@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http/httptrace"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +24,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -53,9 +56,15 @@ type tritonGRPCDriver struct {
 	opts   TargetOptions
 	triton TritonOptions
 	logger *slog.Logger
+	// dial holds the options every channel shares; newConn adds the
+	// dialer and credentials, which time each channel's own attempts.
 	dial   []grpc.DialOption
-	conn   *grpc.ClientConn
-	md     metadata.MD
+	dialer *net.Dialer
+	// tlsCreds is nil for plaintext.
+	tlsCreds credentials.TransportCredentials
+	conn     *grpc.ClientConn
+	trace    *connTrace // conn's attempts
+	md       metadata.MD
 	// secrets are redacted from errors, as for the HTTP drivers.
 	secrets []string
 
@@ -97,7 +106,6 @@ func newTritonGRPCDriver(opts TargetOptions, logger *slog.Logger) (Driver, error
 	}
 	d := &tritonGRPCDriver{opts: opts, triton: tr, logger: logger}
 
-	var creds credentials.TransportCredentials = insecure.NewCredentials()
 	if tr.TLS || !reflect.ValueOf(opts.TLS).IsZero() {
 		tlsOpts := opts.TLS
 		cfg, err := promconfig.NewTLSConfig(&tlsOpts)
@@ -105,20 +113,15 @@ func newTritonGRPCDriver(opts TargetOptions, logger *slog.Logger) (Driver, error
 			return nil, fmt.Errorf("target %q: TLS settings: %w", opts.Name, err)
 		}
 		cfg.MinVersion = max(cfg.MinVersion, tls.VersionTLS12)
-		creds = credentials.NewTLS(cfg)
+		d.tlsCreds = credentials.NewTLS(cfg)
 	}
-	dialer := &net.Dialer{Timeout: opts.ConnectTimeout, KeepAlive: 30 * time.Second}
+	d.dialer = &net.Dialer{Timeout: opts.ConnectTimeout, KeepAlive: 30 * time.Second}
 	d.dial = []grpc.DialOption{
-		grpc.WithTransportCredentials(creds),
 		grpc.WithUserAgent("llm-prober"),
 		grpc.WithDisableServiceConfig(),
 		// A prober wants each failure seen, not hidden by retries.
 		grpc.WithDisableRetry(),
-		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			c, err := dialer.DialContext(ctx, "tcp", addr)
-			d.dialErr.set(err)
-			return c, err
-		}),
+		grpc.WithStatsHandler(rpcStats{}),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 500 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
 			MinConnectTimeout: opts.ConnectTimeout,
@@ -149,21 +152,29 @@ func newTritonGRPCDriver(opts TargetOptions, logger *slog.Logger) (Driver, error
 		d.secrets = append(d.secrets, opts.BearerToken)
 	}
 	if !opts.NewConnectionPerProbe {
-		if d.conn, err = d.newConn(); err != nil {
+		if d.conn, d.trace, err = d.newConn(); err != nil {
 			return nil, err
 		}
 	}
 	return d, nil
 }
 
-func (d *tritonGRPCDriver) newConn() (*grpc.ClientConn, error) {
+func (d *tritonGRPCDriver) newConn() (*grpc.ClientConn, *connTrace, error) {
+	ct := &connTrace{tls: d.tlsCreds != nil}
+	var creds credentials.TransportCredentials = insecure.NewCredentials()
+	if d.tlsCreds != nil {
+		creds = &timedCreds{TransportCredentials: d.tlsCreds, ct: ct}
+	}
+	opts := append(slices.Clip(d.dial),
+		grpc.WithTransportCredentials(creds),
+		grpc.WithContextDialer(ct.dialer(d.dialer, &d.dialErr)))
 	// passthrough: the address is dialled as given at every reconnect, as
 	// the HTTP drivers resolve it per connection.
-	conn, err := grpc.NewClient("passthrough:///"+d.opts.Address, d.dial...)
+	conn, err := grpc.NewClient("passthrough:///"+d.opts.Address, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("target %q: %w", d.opts.Name, err)
+		return nil, nil, fmt.Errorf("target %q: %w", d.opts.Name, err)
 	}
-	return conn, nil
+	return conn, ct, nil
 }
 
 // Close implements Driver.
@@ -200,16 +211,16 @@ func (d *tritonGRPCDriver) Probe(ctx context.Context, req *Request) *Result {
 	req, r := begin(req)
 	defer d.done(r)
 	model := req.modelOr(d.opts.Model)
-	conn := d.conn
+	conn, ct := d.conn, d.trace
 	if conn == nil {
-		c, err := d.newConn()
+		c, t, err := d.newConn()
 		if err != nil {
 			r.Start = time.Now()
 			r.Outcome, r.Err = OutcomeConnectError, err
 			return r
 		}
 		defer c.Close()
-		conn = c
+		conn, ct = c, t
 	}
 	msg, err := d.buildRequest(req, r.RequestID, model)
 	if err != nil {
@@ -220,34 +231,39 @@ func (d *tritonGRPCDriver) Probe(ctx context.Context, req *Request) *Result {
 	md := d.md.Copy()
 	md.Set("x-request-id", r.RequestID)
 	ctx = metadata.NewOutgoingContext(ctx, md)
+	// Only the probe's own RPC is traced, not the readiness check's.
+	rt := &rpcTrace{}
+	rctx := context.WithValue(ctx, rpcTraceKey{}, rt)
 
 	if !d.isReady() {
 		// Readiness is checked once per target before its first probe and
 		// not timed; the probe then runs on the connection it opened.
 		r.Start = time.Now()
-		if !d.connect(ctx, conn, r) || !d.checkReady(ctx, conn, model, r) {
+		if !d.connect(ctx, conn, ct, r) || !d.checkReady(ctx, conn, model, r) {
 			return r
 		}
 		r.Phases = Phases{}
 	}
 	// Start includes getting a connection when none is up, as TTFT does
-	// for the HTTP drivers; the wait is reported as the connect phase.
+	// for the HTTP drivers; its dns, connect and tls phases are reported.
 	r.Start = time.Now()
-	if !d.connect(ctx, conn, r) {
+	if !d.connect(ctx, conn, ct, r) {
 		return r
 	}
 	client := tritonpb.NewGRPCInferenceServiceClient(conn)
 	if req.Stream || d.triton.Decoupled {
-		d.stream(ctx, client, msg, r)
+		d.stream(rctx, client, msg, r)
 	} else {
-		d.unary(ctx, client, msg, r)
+		d.unary(rctx, client, msg, r)
 	}
+	rt.phases(&r.Phases)
 	return r
 }
 
-// connect brings the channel to READY, recording the connect phase; on
-// failure it sets a connect_error (or timeout) outcome.
-func (d *tritonGRPCDriver) connect(ctx context.Context, conn *grpc.ClientConn, r *Result) bool {
+// connect brings the channel to READY, recording the dns, connect and tls
+// phases of the attempt it waited for; on failure it sets a connect_error
+// (or timeout) outcome.
+func (d *tritonGRPCDriver) connect(ctx context.Context, conn *grpc.ClientConn, ct *connTrace, r *Result) bool {
 	s := conn.GetState()
 	if s == connectivity.Ready {
 		r.Phases.ConnectionReused = true
@@ -267,12 +283,13 @@ func (d *tritonGRPCDriver) connect(ctx context.Context, conn *grpc.ClientConn, r
 		s = conn.GetState()
 		switch s {
 		case connectivity.Ready:
-			r.Phases.Connect, r.Phases.HasConnect = time.Since(t0), true
+			ct.phases(t0, true, &r.Phases)
 			return true
 		case connectivity.Connecting:
 			attempted = true
 		case connectivity.TransientFailure:
 			if attempted {
+				ct.phases(t0, false, &r.Phases)
 				r.EndToEnd = time.Since(r.Start)
 				r.Outcome = OutcomeConnectError
 				r.Err = fmt.Errorf("connecting to %s: %v", d.opts.Address, orUnknown(d.dialErr.get()))
@@ -284,6 +301,7 @@ func (d *tritonGRPCDriver) connect(ctx context.Context, conn *grpc.ClientConn, r
 			return false
 		}
 		if !conn.WaitForStateChange(cctx, s) {
+			ct.phases(t0, false, &r.Phases)
 			r.EndToEnd = time.Since(r.Start)
 			if err := ctx.Err(); err != nil {
 				r.Outcome, r.Err = OutcomeTimeout, fmt.Errorf("probe deadline exceeded while connecting to %s: %w", d.opts.Address, err)
@@ -702,4 +720,199 @@ func (d *tritonGRPCDriver) unary(ctx context.Context, c tritonpb.GRPCInferenceSe
 	}
 	r.FinishReason = t.finish
 	r.Outcome = OutcomeSuccess
+}
+
+// connTrace times the connection attempts of one channel. grpc-go dials
+// and handshakes on its own goroutines, not in the probe's, so each
+// attempt is recorded here and a probe that waited for the channel takes
+// the phases of the attempt that made it ready.
+type connTrace struct {
+	tls bool // attempts end with a TLS handshake
+	mu  sync.Mutex
+	// last is the latest attempt; ok the latest whose connection was
+	// established (TCP connected, and TLS done when tls).
+	last, ok *dialAttempt
+}
+
+type dialAttempt struct {
+	start                 time.Time
+	conn                  net.Conn
+	dnsStart, dnsDone     time.Time
+	connStart, connDone   time.Time
+	tlsStart, tlsDone     time.Time
+	connected, handshaken bool
+}
+
+// dialer dials with nd as before, reporting DNS and TCP connect through
+// the same net/http/httptrace hooks net.Dialer gives the HTTP drivers, so
+// resolution, happy eyeballs and timeouts are unchanged and the phases
+// mean the same. An IP literal has no DNS phase.
+func (ct *connTrace) dialer(nd *net.Dialer, lastErr *lastError) func(context.Context, string) (net.Conn, error) {
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		a := &dialAttempt{start: time.Now()}
+		ct.mu.Lock()
+		ct.last = a
+		ct.mu.Unlock()
+		set := func(dst *time.Time, first bool) {
+			now := time.Now()
+			ct.mu.Lock()
+			if !first || dst.IsZero() {
+				*dst = now
+			}
+			ct.mu.Unlock()
+		}
+		trace := &httptrace.ClientTrace{
+			DNSStart: func(httptrace.DNSStartInfo) { set(&a.dnsStart, false) },
+			DNSDone: func(i httptrace.DNSDoneInfo) {
+				if i.Err == nil {
+					set(&a.dnsDone, false)
+				}
+			},
+			// Happy eyeballs may race several: the phase runs from the
+			// first start to the first success (a losing racer can report
+			// after the dial returned).
+			ConnectStart: func(string, string) { set(&a.connStart, true) },
+			ConnectDone: func(_, _ string, err error) {
+				if err == nil {
+					set(&a.connDone, true)
+				}
+			},
+		}
+		c, err := nd.DialContext(httptrace.WithClientTrace(ctx, trace), "tcp", addr)
+		lastErr.set(err)
+		if err == nil {
+			ct.mu.Lock()
+			a.conn, a.connected = c, true
+			if !ct.tls {
+				ct.ok = a
+			}
+			ct.mu.Unlock()
+		}
+		return c, err
+	}
+}
+
+// handshake records a TLS handshake on raw, the connection an attempt
+// dialled.
+func (ct *connTrace) handshake(raw net.Conn, start, end time.Time, err error) {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	a := ct.last
+	if a == nil || a.conn != raw {
+		return
+	}
+	a.tlsStart = start
+	if err == nil {
+		a.tlsDone, a.handshaken = end, true
+		ct.ok = a
+	}
+}
+
+// phases fills in dns, connect and tls for a probe that began waiting for
+// the channel at since: from the attempt that made the channel ready
+// (ready), else from the latest attempt (a failure: the phases that
+// completed before it). An attempt already under way at since was
+// started for someone else; the probe reports none of its phases, which
+// would otherwise overlap time outside the probe.
+func (ct *connTrace) phases(since time.Time, ready bool, p *Phases) {
+	if ct == nil {
+		return
+	}
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	a := ct.last
+	if ready {
+		a = ct.ok
+	}
+	if a == nil || a.start.Before(since) {
+		return
+	}
+	p.DNS, p.HasDNS = span(a.dnsStart, a.dnsDone)
+	p.Connect, p.HasConnect = span(a.connStart, a.connDone)
+	p.TLS, p.HasTLS = span(a.tlsStart, a.tlsDone)
+}
+
+// span is b−a when both happened in that order.
+func span(a, b time.Time) (time.Duration, bool) {
+	if a.IsZero() || b.IsZero() || b.Before(a) {
+		return 0, false
+	}
+	return b.Sub(a), true
+}
+
+// timedCreds times the TLS handshake of the credentials it wraps.
+type timedCreds struct {
+	credentials.TransportCredentials
+	ct *connTrace
+}
+
+func (c *timedCreds) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	start := time.Now()
+	conn, info, err := c.TransportCredentials.ClientHandshake(ctx, authority, raw)
+	c.ct.handshake(raw, start, time.Now(), err)
+	return conn, info, err
+}
+
+func (c *timedCreds) Clone() credentials.TransportCredentials {
+	return &timedCreds{TransportCredentials: c.TransportCredentials.Clone(), ct: c.ct}
+}
+
+// rpcTraceKey carries a probe's *rpcTrace in the context of its RPC.
+type rpcTraceKey struct{}
+
+// rpcTrace is what grpc-go's stats events said about one RPC: when it
+// began on the ready channel, when the request message was handed to the
+// transport, and when the first response frame (headers, or the trailers
+// of a trailers-only answer) was read. The last comes from the transport's
+// reader goroutine as it parses the frame, hence the mutex.
+type rpcTrace struct {
+	mu                 sync.Mutex
+	begin, sent, first time.Time
+}
+
+// phases sets write (begin → request sent) and first_byte (request sent
+// → first response frame) from what happened.
+func (t *rpcTrace) phases(p *Phases) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p.Write, p.HasWrite = span(t.begin, t.sent)
+	p.FirstByte, p.HasFirstByte = span(t.sent, t.first)
+}
+
+// rpcStats feeds the rpcTrace found in an RPC's context; other RPCs (the
+// readiness check) carry none and cost a context lookup.
+type rpcStats struct{}
+
+func (rpcStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (rpcStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+func (rpcStats) HandleConn(context.Context, stats.ConnStats) {}
+
+func (rpcStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	t, _ := ctx.Value(rpcTraceKey{}).(*rpcTrace)
+	if t == nil {
+		return
+	}
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	first := func(dst *time.Time, at time.Time) {
+		if dst.IsZero() || at.Before(*dst) {
+			*dst = at
+		}
+	}
+	switch s := s.(type) {
+	case *stats.Begin:
+		first(&t.begin, s.BeginTime)
+	case *stats.OutPayload:
+		// The first message is the request; the stream sends no other.
+		if t.sent.IsZero() {
+			t.sent = s.SentTime
+		}
+	case *stats.InHeader, *stats.InTrailer:
+		first(&t.first, now)
+	case *stats.InPayload:
+		first(&t.first, s.RecvTime)
+	}
 }
