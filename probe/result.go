@@ -96,7 +96,10 @@ type Request struct {
 	Extra map[string]any
 }
 
-// Phases are the connection phases of the round trip, from net/http/httptrace.
+// Phases are the connection phases of the round trip, from net/http/httptrace
+// for the HTTP drivers. triton_grpc fills the same fields from its dialer,
+// TLS credentials and grpc-go stats events, with the boundaries
+// docs/metrics.md gives for gRPC.
 // A phase that did not happen (DNS for an IP literal, connect and TLS on a
 // pooled connection) is zero and Has* is false.
 //
