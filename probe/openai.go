@@ -200,10 +200,10 @@ type oaiDelta struct {
 // call object, which counts the same. The first fragment's id, type and
 // index alone carry no output.
 //
-// An unexpected shape anywhere in the value (a call or function that is
-// not an object or null) makes the whole value carry nothing rather than
-// fail the chunk: tool calls are optional output, and before they counted
-// a stream with odd ones was still read. The fast path (oaifast.go)
+// An unexpected shape anywhere in the value (a call or a function that is
+// neither an object nor null) makes the whole value carry nothing instead
+// of failing the chunk: such a stream was read without complaint before
+// tool calls counted as output, and still is. The fast path (oaifast.go)
 // handles the ordinary shapes and leaves the rest to this method.
 type toolCalls bool
 
