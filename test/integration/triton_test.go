@@ -92,6 +92,12 @@ func TestTritonAccuracyAgainstGroundTruth(t *testing.T) {
 						t.Errorf("%s: output tokens %d (%s), simulator sent %d (want source %s)", res.RequestID, res.OutputTokens, res.OutputTokensSource, rec.OutputTokens, wantSrc)
 					}
 					v.checkInputTokens(t, res, rec)
+					// The phases are consecutive segments before the first
+					// response, over HTTP and gRPC alike.
+					p := res.Phases
+					if sum := p.DNS + p.Connect + p.TLS + p.Write + p.FirstByte; sum > res.TTFT || !p.HasWrite || !p.HasFirstByte {
+						t.Errorf("%s: phases %+v (sum %v) against ttft %v", res.RequestID, p, sum, res.TTFT)
+					}
 				})
 			// Generous for a loaded 2-core machine under -race. TTFT also
 			// holds what happens before the server sees the request
