@@ -150,3 +150,24 @@ func FuzzChunk(f *testing.F) {
 		}
 	})
 }
+
+// TestHostileChoices: a 1 MiB line whose choices (or their deltas) are not
+// objects ends the probe as a protocol error after one error, not one
+// error value per element (encoding/json's way, about 100× the line).
+func TestHostileChoices(t *testing.T) {
+	const mib = 1 << 20
+	for _, elem := range []string{`1`, `"x"`, `[]`, `{"delta":1}`, `{"message":"x"}`, `{"delta":[1]}`} {
+		t.Run(elem, func(t *testing.T) {
+			n := (DefaultMaxLineBytes - 400) / (len(elem) + 1)
+			chunk := `{"id":"x","object":"chat.completion.chunk","choices":[` + strings.TrimSuffix(strings.Repeat(elem+",", n), ",") + `]}`
+			ts := startServer(t, sseHandler(ev(vllmRole()), ev(chunk), ev(vllmFinish("stop")), ev("[DONE]")))
+			d, _ := newDriver(t, ProtocolOpenAIChat, ts.URL, nil)
+			var r *Result
+			alloc := allocatedDuring(func() { r = probeOnce(t, d, streamReq(), 30*time.Second) })
+			wantOutcome(t, r, OutcomeProtocolError, "not an object")
+			if alloc > 6*mib {
+				t.Errorf("allocated %.1f MiB for a 1 MiB line, want ≤ 6 MiB", float64(alloc)/mib)
+			}
+		})
+	}
+}

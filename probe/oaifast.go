@@ -139,9 +139,9 @@ func decodeChoice(b []byte, i int, ch *oaiChoice) (int, bool) {
 			ch.Text = present(presentValue(b[v:end]))
 			return end, true
 		case 1: // delta
-			return decodeDelta(b, v, &ch.Delta)
+			return decodeDelta(b, v, &ch.Delta.oaiDelta)
 		case 2: // message
-			return decodeDelta(b, v, &ch.Message)
+			return decodeDelta(b, v, &ch.Message.oaiDelta)
 		default: // finish_reason
 			switch b[v] {
 			case 'n':

@@ -173,15 +173,41 @@ func isJSONContentType(ct string) bool {
 // the fields the measurements need, plus every error shape.
 type oaiChunk struct {
 	errorFields
-	Choices []oaiChoice `json:"choices"`
-	Usage   *oaiUsage   `json:"usage"`
+	Choices oaiChoices `json:"choices"`
+	Usage   *oaiUsage  `json:"usage"`
+}
+
+// oaiChoices refuses, before decoding, an array with an element that is
+// not an object: encoding/json would build an error value for every such
+// element and keep going, about 100 times the bytes of a line of numbers,
+// where one error is all the chunk needs to be a protocol error.
+type oaiChoices []oaiChoice
+
+func (c *oaiChoices) UnmarshalJSON(b []byte) error {
+	if t := bytes.TrimSpace(b); len(t) > 0 && t[0] == '[' && !elementsObjectsOrNull(t) {
+		return errors.New("choices holds a value that is not an object")
+	}
+	return json.Unmarshal(b, (*[]oaiChoice)(c))
 }
 
 type oaiChoice struct {
-	Text         present  `json:"text"`
-	Delta        oaiDelta `json:"delta"`
-	Message      oaiDelta `json:"message"`
-	FinishReason *string  `json:"finish_reason"`
+	Text         present     `json:"text"`
+	Delta        objectDelta `json:"delta"`
+	Message      objectDelta `json:"message"`
+	FinishReason *string     `json:"finish_reason"`
+}
+
+// objectDelta is an oaiDelta that refuses at once a value that is neither
+// an object nor null, for the reason oaiChoices gives: one error for the
+// chunk rather than one per choice of a hostile line.
+type objectDelta struct{ oaiDelta }
+
+func (d *objectDelta) UnmarshalJSON(b []byte) error {
+	t := bytes.TrimSpace(b)
+	if len(t) == 0 || (t[0] != '{' && !bytes.Equal(t, []byte("null"))) {
+		return errors.New("delta or message is not an object")
+	}
+	return json.Unmarshal(b, &d.oaiDelta)
 }
 
 type oaiDelta struct {

@@ -116,7 +116,8 @@ type Phases struct {
 	ConnectionReused bool
 }
 
-// Chunk is one streamed piece of output that carried content.
+// Chunk is one streamed piece that carried output: content, reasoning or a
+// tool-call fragment.
 type Chunk struct {
 	// At is the time the chunk was read, measured from Result.Start on the
 	// monotonic clock.
