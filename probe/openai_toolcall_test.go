@@ -56,14 +56,17 @@ func TestToolCallStreamVLLM(t *testing.T) {
 			if len(r.Chunks) != 4 {
 				t.Fatalf("chunks = %+v, want 4 (name + 3 non-empty argument fragments)", r.Chunks)
 			}
-			// TTFT is the name fragment's arrival: after the 150 ms pause,
-			// and 100 ms before the first arguments fragment.
-			if r.TTFT < 150*time.Millisecond || r.TTFT != r.Chunks[0].At || r.Chunks[1].At-r.TTFT < 100*time.Millisecond {
-				t.Errorf("TTFT %v chunks %+v: the first tool-call fragment should be the first token", r.TTFT, r.Chunks)
+			// TTFT is the name fragment's arrival. Only lower bounds are
+			// certain (the server cannot send a fragment before its pauses
+			// are over; a busy machine may read any of them late): the
+			// name at 150 ms, the arguments at 250, 270 and 280 ms, the
+			// empty fragment at 260 ms being no chunk.
+			if r.TTFT != r.Chunks[0].At {
+				t.Errorf("TTFT %v, first chunk at %v", r.TTFT, r.Chunks[0].At)
 			}
-			for i := 1; i < len(r.Chunks); i++ {
-				if r.Chunks[i].At < r.Chunks[i-1].At+10*time.Millisecond {
-					t.Errorf("chunk %d at %v, previous at %v", i, r.Chunks[i].At, r.Chunks[i-1].At)
+			for i, earliest := range []time.Duration{150, 250, 270, 280} {
+				if r.Chunks[i].At < earliest*time.Millisecond {
+					t.Errorf("chunk %d at %v, before the server sent it (%d ms): chunks %+v", i, r.Chunks[i].At, earliest, r.Chunks)
 				}
 			}
 			if r.FinishReason != "tool_calls" {
@@ -104,8 +107,10 @@ func TestToolCallStreamMixedWithContent(t *testing.T) {
 	if len(r.Chunks) != 6 || r.TTFT < 100*time.Millisecond || r.TTFT != r.Chunks[0].At {
 		t.Fatalf("TTFT %v chunks %+v, want 6 chunks from the reasoning one", r.TTFT, r.Chunks)
 	}
-	if r.Chunks[5].At-r.Chunks[0].At < 50*time.Millisecond {
-		t.Errorf("chunks %+v: the tool-call fragments should follow the content ones", r.Chunks)
+	// The last fragment leaves the server 150 ms in (a lower bound: it
+	// may be read late, never early).
+	if r.Chunks[5].At < 150*time.Millisecond {
+		t.Errorf("chunks %+v: the last tool-call fragment was read before it was sent", r.Chunks)
 	}
 	if r.OutputTokens != 6 || r.OutputTokensSource != TokenSourceCounted || r.FinishReason != "tool_calls" {
 		t.Errorf("output tokens %d (%s) finish %q", r.OutputTokens, r.OutputTokensSource, r.FinishReason)
