@@ -9,7 +9,13 @@ import (
 // BenchmarkStreamEvent measures parsing one SSE event and decoding its
 // chunk, the per-token work between two timestamps.
 func BenchmarkStreamEvent(b *testing.B) {
-	event := "data: " + `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" token"},"logprobs":null,"finish_reason":null}]}` + "\n\n"
+	benchEvent(b, `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" token"},"logprobs":null,"finish_reason":null}]}`)
+}
+
+// benchEvent measures parsing one SSE event carrying payload and handling
+// its chunk, as BenchmarkStreamEvent does for a content delta.
+func benchEvent(b *testing.B, payload string) {
+	event := "data: " + payload + "\n\n"
 	r := newSSEReader(&loopReader{data: []byte(strings.Repeat(event, 16))}, DefaultMaxLineBytes, 0)
 	d := &openAIDriver{}
 	var st streamState
