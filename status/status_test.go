@@ -200,27 +200,20 @@ func BenchmarkRenderIndex100Probes(b *testing.B) {
 		servers.snap = append(servers.snap, collector.ServerSnapshot{Target: t.Name, Kind: "vllm", CollectedAt: now, Up: true,
 			Models: []collector.ServerModelSnapshot{{Model: "llama", HasWaiting: true, HasRunning: true, HasKVCache: true}}})
 	}
-	hd := newHandler(b, cfg, h, servers, &fakeGPUs{snap: collector.GPUSnapshot{Enabled: "auto"}})
-	mux := http.NewServeMux()
-	hd.Register(mux)
-	req := httptest.NewRequest("GET", "/", nil)
-	b.ReportAllocs()
-	var size int
-	for b.Loop() {
-		rec := httptest.NewRecorder()
-		mux.ServeHTTP(rec, req)
-		size = rec.Body.Len()
-	}
-	b.ReportMetric(float64(size), "bytes/page")
+	benchPage(b, newHandler(b, cfg, h, servers, &fakeGPUs{snap: collector.GPUSnapshot{Enabled: "auto"}}), "/")
 }
 
 // BenchmarkRenderProbePage renders one probe's page with 100 results.
 func BenchmarkRenderProbePage(b *testing.B) {
 	cfg, h := fixture(b, 1, 1, 100)
-	hd := newHandler(b, cfg, h, nil, nil)
+	benchPage(b, newHandler(b, cfg, h, nil, nil), "/probes/target-0/probe-0")
+}
+
+// benchPage renders path through the handler's routes, reporting the page size.
+func benchPage(b *testing.B, hd *Handler, path string) {
 	mux := http.NewServeMux()
 	hd.Register(mux)
-	req := httptest.NewRequest("GET", "/probes/target-0/probe-0", nil)
+	req := httptest.NewRequest("GET", path, nil)
 	b.ReportAllocs()
 	var size int
 	for b.Loop() {
