@@ -190,6 +190,22 @@ func (c *ServerMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.selfDur
 }
 
+// Within returns c as a collector whose Collect is CollectWithin(ch,
+// limit), with c's descriptors: register it, instead of c, in a registry
+// gathered for one scrape that must end within limit.
+func (c *ServerMetrics) Within(limit time.Duration) prometheus.Collector {
+	return serverMetricsWithin{c: c, limit: limit}
+}
+
+type serverMetricsWithin struct {
+	c     *ServerMetrics
+	limit time.Duration
+}
+
+func (w serverMetricsWithin) Describe(ch chan<- *prometheus.Desc) { w.c.Describe(ch) }
+
+func (w serverMetricsWithin) Collect(ch chan<- prometheus.Metric) { w.c.CollectWithin(ch, w.limit) }
+
 type serverScrape struct {
 	t        *serverTarget
 	res      normalisation
@@ -200,6 +216,15 @@ type serverScrape struct {
 // Collect scrapes every target at once; each scrape is bounded by its
 // target's timeout, so Collect returns within the longest one.
 func (c *ServerMetrics) Collect(ch chan<- prometheus.Metric) {
+	c.CollectWithin(ch, 0)
+}
+
+// CollectWithin is Collect with every fetch also bounded by limit when
+// limit > 0: each target gets the shorter of its timeout and limit, so
+// CollectWithin returns within about limit. A fetch cut short by limit
+// fails as a timeout does (llm_server_up 0). It is safe to call
+// concurrently with different limits.
+func (c *ServerMetrics) CollectWithin(ch chan<- prometheus.Metric, limit time.Duration) {
 	start := time.Now()
 	c.mu.RLock()
 	targets := c.targets
@@ -210,7 +235,7 @@ func (c *ServerMetrics) Collect(ch chan<- prometheus.Metric) {
 	for i, t := range targets {
 		wg.Go(func() {
 			s := time.Now()
-			res, err := c.scrape(t)
+			res, err := c.scrape(t, limit)
 			results[i] = serverScrape{t: t, res: res, err: err, duration: time.Since(s)}
 		})
 	}
@@ -259,8 +284,8 @@ func (c *ServerMetrics) noteOutcome(r serverScrape) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if r.err != nil {
-		if msg := r.err.Error(); msg != t.lastErr {
-			t.lastErr = msg
+		if key := logKey(r.err); key != t.lastErr {
+			t.lastErr = key
 			c.logger.Warn("Scraping model-server metrics failed; llm_server_up is 0 until it works",
 				"target", t.Name, "url", redactURL(t.URL), "kind", t.Kind, "err", r.err)
 		}
@@ -280,6 +305,23 @@ func (c *ServerMetrics) noteOutcome(r serverScrape) {
 	}
 }
 
+// timeoutError is a fetch that did not end in time, whichever bound cut
+// it: the target's timeout or the deadline of the scrape that asked.
+type timeoutError struct{ msg string }
+
+func (e *timeoutError) Error() string { return e.msg }
+
+// logKey is what noteOutcome compares to tell a changed error from the same
+// one again. Every timeout is the same error for logging, so a hung server
+// logs once even when scrapes with different deadlines alternate (two
+// Prometheus servers, or Prometheus and the status page).
+func logKey(err error) string {
+	if te := (*timeoutError)(nil); errors.As(err, &te) {
+		return "timeout"
+	}
+	return err.Error()
+}
+
 func redactURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -288,8 +330,9 @@ func redactURL(s string) string {
 	return u.Redacted()
 }
 
-// scrape fetches and normalises one target within its timeout.
-func (c *ServerMetrics) scrape(t *serverTarget) (normalisation, error) {
+// scrape fetches and normalises one target within its timeout, or within
+// limit when that is positive and shorter.
+func (c *ServerMetrics) scrape(t *serverTarget, limit time.Duration) (normalisation, error) {
 	if t.clientErr != nil {
 		return normalisation{}, fmt.Errorf("HTTP client: %w", t.clientErr)
 	}
@@ -297,12 +340,20 @@ func (c *ServerMetrics) scrape(t *serverTarget) (normalisation, error) {
 	if timeout <= 0 {
 		timeout = config.DefaultServerMetricsTime
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	bound := timeout
+	if limit > 0 && limit < timeout {
+		bound = limit
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	body, openMetrics, err := c.fetch(ctx, t)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
-			return normalisation{}, fmt.Errorf("no complete answer within the %s timeout", timeout)
+			if bound < timeout {
+				return normalisation{}, &timeoutError{fmt.Sprintf(
+					"no complete answer within %s, the deadline of the scrape that asked (shorter than the %s timeout)", bound, timeout)}
+			}
+			return normalisation{}, &timeoutError{fmt.Sprintf("no complete answer within the %s timeout", timeout)}
 		}
 		return normalisation{}, err
 	}

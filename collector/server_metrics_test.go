@@ -171,7 +171,7 @@ func TestServerMetricsBoundedRead(t *testing.T) {
 	})
 	st := &serverTarget{ServerTarget: ServerTarget{Name: "x", URL: "http://example.invalid/metrics", Kind: KindAuto, Timeout: time.Second},
 		client: &http.Client{Transport: tr}}
-	_, err := c.scrape(st)
+	_, err := c.scrape(st, 0)
 	if err == nil || !strings.Contains(err.Error(), "exposition too large: more than 1048576 bytes") {
 		t.Fatalf("err = %v", err)
 	}
