@@ -128,17 +128,7 @@ func phase(d time.Duration, ok bool) string {
 }
 
 // ms prints a duration in milliseconds with precision that suits its size.
-func ms(d time.Duration) string {
-	v := float64(d) / float64(time.Millisecond)
-	switch {
-	case v < 1:
-		return fmt.Sprintf("%.3f ms", v)
-	case v < 100:
-		return fmt.Sprintf("%.2f ms", v)
-	default:
-		return fmt.Sprintf("%.1f ms", v)
-	}
-}
+func ms(d time.Duration) string { return stats.Millis(d) + " ms" }
 
 func tokens(n int, src TokenSource) string {
 	if src == TokenSourceNone {

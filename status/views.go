@@ -8,6 +8,7 @@ import (
 
 	"github.com/llm-prober/llm-prober/collector"
 	"github.com/llm-prober/llm-prober/config"
+	"github.com/llm-prober/llm-prober/internal/stats"
 	"github.com/llm-prober/llm-prober/probe"
 )
 
@@ -384,17 +385,10 @@ const (
 
 // dur prints a duration in milliseconds with precision that suits its size.
 func dur(d time.Duration) string {
-	v := float64(d) / float64(time.Millisecond)
-	switch {
-	case v < 1:
-		return strconv.FormatFloat(v, 'f', 3, 64) + " ms"
-	case v < 100:
-		return strconv.FormatFloat(v, 'f', 2, 64) + " ms"
-	case v < 10000:
-		return strconv.FormatFloat(v, 'f', 1, 64) + " ms"
-	default:
-		return strconv.FormatFloat(v/1000, 'f', 2, 64) + " s"
+	if d < 10*time.Second {
+		return stats.Millis(d) + " ms"
 	}
+	return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + " s"
 }
 
 func durOrDash(d time.Duration, ok bool) string {
@@ -410,15 +404,7 @@ func msOrDash(d time.Duration, ok bool) string {
 	if !ok {
 		return "–"
 	}
-	v := float64(d) / float64(time.Millisecond)
-	switch {
-	case v < 1:
-		return strconv.FormatFloat(v, 'f', 3, 64)
-	case v < 100:
-		return strconv.FormatFloat(v, 'f', 2, 64)
-	default:
-		return strconv.FormatFloat(v, 'f', 1, 64)
-	}
+	return stats.Millis(d)
 }
 
 func numOrDash(v float64, ok bool) string {

@@ -7,6 +7,7 @@ package stats
 import (
 	"math"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -57,4 +58,18 @@ func Percentile[T float32 | float64 | time.Duration | int](sorted []T, q float64
 	}
 	i := int(math.Ceil(q*float64(len(sorted)))) - 1
 	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// Millis prints d in milliseconds, without the unit, to the precision that
+// suits its size: three decimals below 1 ms, two below 100 ms, one above.
+func Millis(d time.Duration) string {
+	v := float64(d) / float64(time.Millisecond)
+	switch {
+	case v < 1:
+		return strconv.FormatFloat(v, 'f', 3, 64)
+	case v < 100:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	default:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
 }

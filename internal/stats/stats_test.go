@@ -53,3 +53,16 @@ func TestSummariseFloat32AndDividedBy(t *testing.T) {
 		t.Fatalf("got %+v, want %+v", s, want)
 	}
 }
+
+func TestMillis(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		123456 * time.Nanosecond:   "0.123",
+		42*time.Millisecond + 5e4:  "42.05",
+		1234567 * time.Microsecond: "1234.6",
+		0:                          "0.000",
+	} {
+		if got := Millis(d); got != want {
+			t.Errorf("Millis(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
