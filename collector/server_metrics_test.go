@@ -94,17 +94,7 @@ func TestServerMetricsTimeout(t *testing.T) {
 	if elapsed < timeout {
 		t.Errorf("gather took %s, shorter than the timeout: was the hung server asked?", elapsed)
 	}
-	want := map[string]float64{
-		`llm_server_up{target="hung"}`:                                     0,
-		`llm_server_up{target="ok"}`:                                       1,
-		`llm_server_requests_running{model="m",server="vllm",target="ok"}`: 1,
-		`llm_prober_collector_success{collector="server_metrics"}`:         0,
-	}
-	for k, v := range want {
-		if g, ok := got[k]; !ok || g != v {
-			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
-		}
-	}
+	wantHungBesideOK(t, got)
 	if d := got[`llm_server_scrape_duration_seconds{target="hung"}`]; d < timeout.Seconds() {
 		t.Errorf("scrape duration of the hung target %v < timeout", d)
 	}
@@ -310,5 +300,22 @@ func TestServerMetricsConcurrentScrapes(t *testing.T) {
 	got := gatherValues(t, reg)
 	if got[`llm_server_up{target="a"}`] != 1 {
 		t.Errorf("OpenMetrics target not up: %v", got)
+	}
+}
+
+// wantHungBesideOK checks a gather of a hung target beside a healthy one:
+// the hung one down, the healthy one up with its gauge, the collector failed.
+func wantHungBesideOK(t *testing.T, got map[string]float64) {
+	t.Helper()
+	want := map[string]float64{
+		`llm_server_up{target="hung"}`:                                     0,
+		`llm_server_up{target="ok"}`:                                       1,
+		`llm_server_requests_running{model="m",server="vllm",target="ok"}`: 1,
+		`llm_prober_collector_success{collector="server_metrics"}`:         0,
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
 	}
 }
