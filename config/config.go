@@ -602,3 +602,27 @@ func (c *Config) redacted() *Config {
 	}
 	return &out
 }
+
+// DriverOptions is what a probe driver needs to know about the target: the
+// one conversion from configuration to the probe package's terms.
+func (t *Target) DriverOptions() probe.TargetOptions {
+	var ollamaAPI string
+	if t.Ollama != nil {
+		ollamaAPI = t.Ollama.API
+	}
+	return probe.TargetOptions{
+		OllamaAPI:             ollamaAPI,
+		Name:                  t.Name,
+		URL:                   t.URL,
+		Address:               t.Address,
+		Model:                 t.Model,
+		Headers:               t.Headers,
+		BearerToken:           string(t.APIKey),
+		TLS:                   t.TLSConfig,
+		NewConnectionPerProbe: t.NewConnectionPerProbe,
+		FollowRedirects:       t.FollowRedirects,
+		StreamIdleTimeout:     time.Duration(t.StreamIdleTimeout),
+		MaxResponseBytes:      t.MaxResponseBytes,
+		Triton:                t.Triton.Options(),
+	}
+}

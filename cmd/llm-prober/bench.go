@@ -117,7 +117,7 @@ func runBench(ctx context.Context, f *benchFlags, logger *slog.Logger, stdout, s
 		fmt.Fprintf(stderr, "llm-prober bench: %v\n", err)
 		return bench.ExitFail
 	}
-	d, err := probe.NewDriver(t.Protocol, driverOptions(t), logger)
+	d, err := probe.NewDriver(t.Protocol, t.DriverOptions(), logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "llm-prober bench: target %s (%s): %v\n", t.Name, t.Endpoint(), err)
 		return bench.ExitFail

@@ -20,7 +20,7 @@ func probeOnce(ctx context.Context, configFile, targetName, probeName string, lo
 		fmt.Fprintf(stderr, "llm-prober: %v\n", err)
 		return 1
 	}
-	d, err := probe.NewDriver(target.Protocol, driverOptions(target), logger)
+	d, err := probe.NewDriver(target.Protocol, target.DriverOptions(), logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "llm-prober: target %s (%s): %v\n", target.Name, target.Endpoint(), err)
 		return 1

@@ -49,29 +49,6 @@ func newProber(logger *slog.Logger, metrics *collector.ProbeMetrics) *prober {
 	}
 }
 
-// driverOptions maps a configured target to what a driver needs.
-func driverOptions(t *config.Target) probe.TargetOptions {
-	var ollamaAPI string
-	if t.Ollama != nil {
-		ollamaAPI = t.Ollama.API
-	}
-	return probe.TargetOptions{
-		OllamaAPI:             ollamaAPI,
-		Name:                  t.Name,
-		URL:                   t.URL,
-		Address:               t.Address,
-		Model:                 t.Model,
-		Headers:               t.Headers,
-		BearerToken:           string(t.APIKey),
-		TLS:                   t.TLSConfig,
-		NewConnectionPerProbe: t.NewConnectionPerProbe,
-		FollowRedirects:       t.FollowRedirects,
-		StreamIdleTimeout:     time.Duration(t.StreamIdleTimeout),
-		MaxResponseBytes:      t.MaxResponseBytes,
-		Triton:                t.Triton.Options(),
-	}
-}
-
 // fingerprint identifies everything that shapes a target's or probe's
 // behaviour, the API key included (hashed), so that a reload restarts
 // exactly what changed.
@@ -108,7 +85,7 @@ func (p *prober) apply(cfg *config.Config) {
 			newTargets[t.Name] = cur
 			continue
 		}
-		d, err := probe.NewDriver(t.Protocol, driverOptions(t), p.logger.With("target", t.Name))
+		d, err := probe.NewDriver(t.Protocol, t.DriverOptions(), p.logger.With("target", t.Name))
 		if err != nil {
 			// Config validation accepts only protocols with drivers, so
 			// this is a TLS file that vanished or similar.
