@@ -13,9 +13,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/llm-prober/llm-prober/engine"
 	"github.com/prometheus/common/version"
-
-	"github.com/llm-prober/llm-prober/probe"
 )
 
 // Exit codes of a bench run.
@@ -93,11 +92,9 @@ func (s *Settings) Validate() error {
 // Options are everything a run needs besides its context.
 type Options struct {
 	Settings
-	Driver probe.Driver
-	// NewRequest draws the next request (workload, model, streaming).
-	NewRequest func() *probe.Request
-	// Timeout bounds each request, as the probe's timeout does.
-	Timeout time.Duration
+	// Probe is what each request is sent as: the configured probe's
+	// driver, workload, streaming and timeout, as the daemon sends it.
+	Probe *engine.Probe
 	// Config describes the target for the outputs; it must hold no secret.
 	Config ConfigInfo
 

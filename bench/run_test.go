@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llm-prober/llm-prober/engine"
 	"github.com/llm-prober/llm-prober/probe"
+	"github.com/llm-prober/llm-prober/workload"
 )
 
 // lockedBuffer is written by the progress goroutine and read by the test.
@@ -29,6 +31,11 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// requests is a workload drawing whatever the function builds.
+type requests func() *probe.Request
+
+func (f requests) Draw(string) workload.Draw { return workload.Draw{Request: f()} }
+
 func fakeOptions(d probe.Driver, s Settings) (Options, *lockedBuffer, *lockedBuffer) {
 	var stdout, stderr lockedBuffer
 	if s.Mode == "" {
@@ -41,13 +48,14 @@ func fakeOptions(d probe.Driver, s Settings) (Options, *lockedBuffer, *lockedBuf
 		s.MaxInFlight = DefaultMaxInFlight
 	}
 	return Options{
-		Settings:   s,
-		Driver:     d,
-		NewRequest: func() *probe.Request { return &probe.Request{Stream: true, MaxTokens: 4} },
-		Timeout:    10 * time.Second,
-		Config:     ConfigInfo{Target: "fake", Probe: "p", Model: "m"},
-		Stdout:     &stdout,
-		Stderr:     &stderr,
+		Settings: s,
+		Probe: &engine.Probe{
+			Target: "fake", Name: "p", Model: "m", Stream: true, Timeout: 10 * time.Second, Driver: d,
+			Workload: requests(func() *probe.Request { return &probe.Request{MaxTokens: 4} }),
+		},
+		Config: ConfigInfo{Target: "fake", Probe: "p", Model: "m"},
+		Stdout: &stdout,
+		Stderr: &stderr,
 	}, &stdout, &stderr
 }
 

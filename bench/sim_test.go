@@ -38,9 +38,10 @@ func simOptions(t *testing.T, url string, maxTokens int, s Settings) (Options, *
 	}
 	t.Cleanup(d.Close)
 	o, stdout, stderr := fakeOptions(d, s)
-	o.NewRequest = func() *probe.Request {
+	o.Probe.Workload = requests(func() *probe.Request {
 		return &probe.Request{Model: "sim-llm", Prompt: "tell me about lighthouses", MaxTokens: maxTokens, IgnoreEOS: true, Stream: true}
-	}
+	})
+	o.Probe.Model = "sim-llm"
 	o.Config = ConfigInfo{Target: "sim", Probe: "p", Model: "sim-llm", Endpoint: url}
 	return o, stdout, stderr
 }

@@ -215,10 +215,7 @@ func (s *stepRun) job() schedule.Job {
 				// of asking again at once until the runner stops.
 				return false
 			}
-			req := s.o.NewRequest()
-			ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
-			defer cancel()
-			res := s.o.Driver.Probe(ctx, req)
+			res := s.o.Probe.Send(ctx).Result
 			tk.Sent(res.Start)
 			rec := &record{window: k, planned: tk.Planned, sample: newSample(res)}
 			if s.o.RequestsPath != "" {
@@ -245,7 +242,7 @@ func (s *stepRun) run(ctx context.Context, progress *progress) *Step {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-	drain := s.o.Timeout + time.Second
+	drain := s.o.Probe.Timeout + time.Second
 	if err != nil {
 		step.Interrupted = true
 		drain = s.o.InterruptDrain

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llm-prober/llm-prober/internal/display"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -53,14 +54,14 @@ type ServerModelSnapshot struct {
 func snapshotOf(r serverScrape, at time.Time) *ServerSnapshot {
 	s := &ServerSnapshot{
 		Target:      r.t.Name,
-		URL:         DisplayEndpoint(r.t.URL),
+		URL:         display.Endpoint(r.t.URL),
 		Kind:        r.t.Kind,
 		CollectedAt: at,
 		Duration:    r.duration,
 		Up:          r.err == nil,
 	}
 	if r.err != nil {
-		s.Err = cut(r.err.Error(), MaxHistoryErrorBytes)
+		s.Err = display.Cut(r.err.Error(), display.MaxErrorBytes)
 		return s
 	}
 	s.Kind = r.res.kind
@@ -122,7 +123,7 @@ func (c *ServerMetrics) Snapshot() []ServerSnapshot {
 			out = append(out, *last)
 			continue
 		}
-		out = append(out, ServerSnapshot{Target: t.Name, URL: DisplayEndpoint(t.URL), Kind: t.Kind})
+		out = append(out, ServerSnapshot{Target: t.Name, URL: display.Endpoint(t.URL), Kind: t.Kind})
 	}
 	return out
 }
@@ -196,7 +197,7 @@ func (c *GPUCollector) Snapshot() GPUSnapshot {
 		s.Enabled = string(c.applied.Enabled)
 	}
 	if c.applyErr != nil {
-		s.ApplyErr = cut(c.applyErr.Error(), MaxHistoryErrorBytes)
+		s.ApplyErr = display.Cut(c.applyErr.Error(), display.MaxErrorBytes)
 	}
 	if s.Loaded && c.last != nil {
 		s.CollectedAt, s.Duration, s.OK = c.last.at, c.last.duration, c.last.ok

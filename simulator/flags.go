@@ -1,7 +1,10 @@
 package simulator
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/alecthomas/kingpin/v2"
@@ -158,4 +161,42 @@ func (f *Flags) Config() (Config, error) {
 		return Config{}, fmt.Errorf("invalid simulator configuration: %w", err)
 	}
 	return cfg, nil
+}
+
+// Run builds the simulator from the flags and serves its HTTP API, and its
+// Triton gRPC API unless --grpc-listen is empty, until ctx ends. Either
+// listener failing stops the other.
+func Run(ctx context.Context, f *Flags, logger *slog.Logger) error {
+	cfg, err := f.Config()
+	if err != nil {
+		return err
+	}
+	srv, err := New(cfg, logger)
+	if err != nil {
+		return err
+	}
+	logger.Info("Simulated LLM server listening", "address", f.Listen)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	grpcErr := make(chan error, 1)
+	if f.GRPCListen != "" {
+		go func() {
+			err := srv.ListenAndServeGRPC(ctx, f.GRPCListen)
+			if err != nil {
+				cancel()
+			}
+			grpcErr <- err
+		}()
+	} else {
+		grpcErr <- nil
+	}
+	httpErr := srv.ListenAndServe(ctx, f.Listen)
+	if httpErr != nil {
+		httpErr = fmt.Errorf("HTTP: %w", httpErr)
+	}
+	cancel()
+	if err := <-grpcErr; err != nil {
+		return errors.Join(httpErr, fmt.Errorf("gRPC: %w", err))
+	}
+	return httpErr
 }

@@ -51,7 +51,7 @@ type Options struct {
 	// successful load).
 	Config func() *config.Config
 	// History holds the recent results; nil when disabled.
-	History *collector.History
+	History *History
 	Servers ServerSource
 	GPUs    GPUSource
 	// Version and BuildContext are shown in the footer.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/llm-prober/llm-prober/collector"
 	"github.com/llm-prober/llm-prober/config"
+	"github.com/llm-prober/llm-prober/engine"
 	"github.com/llm-prober/llm-prober/probe"
 )
 
@@ -39,17 +40,17 @@ var now = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // fixture is a config of targets × probes, each probe's history full of
 // streamed 100-token results, every tenth a failure with a hostile error.
-func fixture(tb testing.TB, targets, probes, results int) (*config.Config, *collector.History) {
+func fixture(tb testing.TB, targets, probes, results int) (*config.Config, *History) {
 	tb.Helper()
 	cfg := &config.Config{GPUs: config.GPUs{Enabled: "auto"}}
-	h := collector.NewHistory(results)
+	h := NewHistory(results)
 	for ti := range targets {
 		t := &config.Target{Name: fmt.Sprintf("target-%d", ti), Protocol: "openai_chat", URL: fmt.Sprintf("http://10.0.0.%d:8000", ti), Model: "llama",
 			ServerMetrics: &config.ServerMetrics{URL: fmt.Sprintf("http://10.0.0.%d:8000/metrics", ti), Kind: "vllm"}}
 		for pi := range probes {
 			pc := &config.Probe{Name: fmt.Sprintf("probe-%d", pi)}
 			t.Probes = append(t.Probes, pc)
-			h.Add(collector.HistoryProbe{Target: t.Name, Probe: pc.Name, Protocol: t.Protocol, Endpoint: t.URL})
+			h.Add(engine.Info{Target: t.Name, Probe: pc.Name, Protocol: t.Protocol, Endpoint: t.URL})
 			for i := range results {
 				r := &probe.Result{RequestID: fmt.Sprintf("%032x", i), Start: now.Add(-time.Duration(results-i) * time.Second), StatusCode: 200,
 					Streamed: true, TTFT: time.Duration(20+i%7) * time.Millisecond, Outcome: probe.OutcomeSuccess, FinishReason: "length",
@@ -70,7 +71,7 @@ func fixture(tb testing.TB, targets, probes, results int) (*config.Config, *coll
 	return cfg, h
 }
 
-func newHandler(tb testing.TB, cfg *config.Config, h *collector.History, servers ServerSource, gpus GPUSource) *Handler {
+func newHandler(tb testing.TB, cfg *config.Config, h *History, servers ServerSource, gpus GPUSource) *Handler {
 	tb.Helper()
 	hd, err := New(Options{Config: func() *config.Config { return cfg }, History: h, Servers: servers, GPUs: gpus,
 		Version: "(version=1.0)", Now: func() time.Time { return now },

@@ -8,6 +8,7 @@ import (
 
 	"github.com/llm-prober/llm-prober/collector"
 	"github.com/llm-prober/llm-prober/config"
+	"github.com/llm-prober/llm-prober/internal/display"
 	"github.com/llm-prober/llm-prober/internal/stats"
 	"github.com/llm-prober/llm-prober/probe"
 )
@@ -104,7 +105,7 @@ func (h *Handler) indexView(cfg *config.Config, st state) indexView {
 	}
 	v.Targets = make([]targetView, 0, len(cfg.Targets))
 	for _, t := range cfg.Targets {
-		tv := targetView{Name: t.Name, Protocol: t.Protocol, Endpoint: collector.DisplayEndpoint(t.Endpoint()), Model: t.Model}
+		tv := targetView{Name: t.Name, Protocol: t.Protocol, Endpoint: display.Endpoint(t.Endpoint()), Model: t.Model}
 		if t.ServerMetrics != nil {
 			tv.Server = serverViewOf(servers[t.Name], t.ServerMetrics, now)
 		}
@@ -174,7 +175,7 @@ func scheduleOf(pc *config.Probe) string {
 }
 
 func serverViewOf(s *collector.ServerSnapshot, cfg *config.ServerMetrics, now time.Time) *serverView {
-	v := &serverView{URL: collector.DisplayEndpoint(cfg.URL), Kind: cfg.Kind, State: "not scraped yet"}
+	v := &serverView{URL: display.Endpoint(cfg.URL), Kind: cfg.Kind, State: "not scraped yet"}
 	if s == nil || s.CollectedAt.IsZero() {
 		return v
 	}
@@ -303,7 +304,7 @@ func (h *Handler) probeView(cfg *config.Config, target, probeName string) (probe
 		Target:   target,
 		Probe:    probeName,
 		Protocol: t.Protocol,
-		Endpoint: collector.DisplayEndpoint(t.Endpoint()),
+		Endpoint: display.Endpoint(t.Endpoint()),
 		Model:    t.Model,
 		Schedule: scheduleOf(pc),
 		HistoryN: h.opts.History.PerProbe(),
@@ -323,7 +324,7 @@ func (h *Handler) probeView(cfg *config.Config, target, probeName string) (probe
 	return v, true
 }
 
-func resultRowOf(r *collector.Record, now time.Time) resultRow {
+func resultRowOf(r *Record, now time.Time) resultRow {
 	p := r.Phases
 	row := resultRow{
 		Time:      shortTime(r.Start, now),

@@ -28,15 +28,7 @@ func checkConfig(files []string, print bool, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "# %s (effective configuration)\n%s", f, b)
 			continue
 		}
-		fmt.Fprintf(stdout, "%s: OK, %d targets, %d probes\n", f, len(cfg.Targets), countProbes(cfg))
+		fmt.Fprintf(stdout, "%s: OK, %d targets, %d probes\n", f, len(cfg.Targets), cfg.ProbeCount())
 	}
 	return code
-}
-
-func countProbes(cfg *config.Config) int {
-	n := 0
-	for _, t := range cfg.Targets {
-		n += len(t.Probes)
-	}
-	return n
 }

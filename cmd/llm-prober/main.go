@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
+	"github.com/llm-prober/llm-prober/bench"
 	"github.com/llm-prober/llm-prober/simulator"
 )
 
@@ -68,7 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	probeTarget := probeCmd.Flag("target", "Name of the target to probe.").Required().String()
 	probeName := probeCmd.Flag("probe", "Name of the probe (default: the target's first).").String()
 
-	benchCmd := addBenchCommand(app)
+	benchCmd := bench.AddCommand(app)
 
 	simCmd := app.Command("simulate", "Run the built-in simulated LLM server (OpenAI-compatible, vLLM metrics, ground truth, fault injection).")
 	simFlags := simulator.RegisterFlags(simCmd)
@@ -89,10 +90,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return checkConfig(*checkFiles, *checkPrint, stdout, stderr)
 	case probeCmd.FullCommand():
 		return probeOnce(ctx, *probeConfig, *probeTarget, *probeName, logger, stdout, stderr)
-	case benchCmd.cmd.FullCommand():
-		return runBench(ctx, benchCmd, logger, stdout, stderr)
+	case benchCmd.Cmd.FullCommand():
+		return benchCmd.Main(ctx, logger, stdout, stderr)
 	case simCmd.FullCommand():
-		return simulate(ctx, simFlags, logger, stderr)
+		if err := simulator.Run(ctx, simFlags, logger); err != nil {
+			fmt.Fprintf(stderr, "llm-prober simulate: %v\n", err)
+			return 1
+		}
+		return 0
 	default:
 		return serve(ctx, serveOptions{
 			configFile:      *configFile,

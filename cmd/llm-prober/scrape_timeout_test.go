@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llm-prober/llm-prober/collector"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/promslog"
@@ -108,7 +109,7 @@ func sampleLine(body, series string) (string, int) {
 	return v, n
 }
 
-var promScrapeHeader = map[string]string{scrapeTimeoutHeader: "1"}
+var promScrapeHeader = map[string]string{collector.ScrapeTimeoutHeader: "1"}
 
 // TestScrapeTimeoutHeaderBoundsServerFetches: with Prometheus's
 // X-Prometheus-Scrape-Timeout-Seconds: 1, a model server that hangs (5s
@@ -128,7 +129,7 @@ func TestScrapeTimeoutHeaderBoundsServerFetches(t *testing.T) {
 	})
 
 	r := scrapeMetrics(t, td, promScrapeHeader)
-	t.Logf("scrape with %s: 1 against a hung server (5s timeout): %s", scrapeTimeoutHeader, r.elapsed)
+	t.Logf("scrape with %s: 1 against a hung server (5s timeout): %s", collector.ScrapeTimeoutHeader, r.elapsed)
 	// The fetches get 0.5s; 3s is generous for a slow, shared machine and
 	// still well inside the 5s the configured timeout would take.
 	if r.status != http.StatusOK || r.elapsed > 3*time.Second {
@@ -171,7 +172,7 @@ func TestScrapeTimeoutHeaderBoundsServerFetches(t *testing.T) {
 		"application/openmetrics-text; version=1.0.0":                                                "application/openmetrics-text",
 		"application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited": "application/vnd.google.protobuf",
 	} {
-		r := scrapeMetrics(t, td, map[string]string{scrapeTimeoutHeader: "1", "Accept": accept})
+		r := scrapeMetrics(t, td, map[string]string{collector.ScrapeTimeoutHeader: "1", "Accept": accept})
 		if r.status != http.StatusOK || !strings.HasPrefix(r.contentType, want) || r.elapsed > 3*time.Second {
 			t.Errorf("Accept %s: status %d, %q after %s", accept, r.status, r.contentType, r.elapsed)
 		}
@@ -203,7 +204,7 @@ func TestNoScrapeTimeoutHeaderKeepsConfiguredTimeout(t *testing.T) {
 		wg.Go(func() {
 			h := map[string]string{}
 			if header != "" {
-				h[scrapeTimeoutHeader] = header
+				h[collector.ScrapeTimeoutHeader] = header
 			}
 			r := scrapeMetrics(t, td, h)
 			// The fetch cannot end before its timeout; the upper bound is
@@ -247,34 +248,6 @@ func TestMetricsMaxRequestsInFlight(t *testing.T) {
 	}
 }
 
-func TestServerFetchLimit(t *testing.T) {
-	for header, want := range map[string]time.Duration{
-		"":       0,
-		"abc":    0,
-		"0":      0,
-		"-1":     0,
-		"NaN":    0,
-		"+Inf":   0,
-		"1e300":  0,
-		"10":     9500 * time.Millisecond,
-		"1":      500 * time.Millisecond,
-		"2.5":    2 * time.Second,
-		"0.8":    400 * time.Millisecond,
-		"0.1":    50 * time.Millisecond,
-		" 3 ":    0,
-		"3s":     0,
-		"1e-300": time.Nanosecond,
-	} {
-		h := http.Header{}
-		if header != "" {
-			h.Set(scrapeTimeoutHeader, header)
-		}
-		if got := serverFetchLimit(h); got != want {
-			t.Errorf("%s: %q: limit %s, want %s", scrapeTimeoutHeader, header, got, want)
-		}
-	}
-}
-
 // TestServerMetricsDescribeWithMainRegistry: the model-server collector,
 // gathered beside the main registry rather than in it, still registers in
 // it without conflict, and the merged gather lints clean.
@@ -282,7 +255,7 @@ func TestServerMetricsDescribeWithMainRegistry(t *testing.T) {
 	d := newDaemon(serveOptions{logger: promslog.NewNopLogger()})
 	servers := prometheus.NewRegistry()
 	servers.MustRegister(d.servers.Within(time.Second))
-	problems, err := testutil.GatherAndLint(parallelGatherers{d.registry, servers})
+	problems, err := testutil.GatherAndLint(prometheus.Gatherers{d.registry, servers})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -21,12 +19,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/llm-prober/llm-prober/collector"
 	"github.com/llm-prober/llm-prober/config"
+	"github.com/llm-prober/llm-prober/engine"
 	"github.com/llm-prober/llm-prober/status"
 )
 
@@ -52,8 +50,8 @@ type daemon struct {
 	logger        *slog.Logger
 	config        *config.SafeConfig
 	registry      *prometheus.Registry
-	prober        *prober
-	history       *collector.History
+	engine        *engine.Engine
+	history       *status.History
 	servers       *collector.ServerMetrics
 	gpus          *collector.GPUCollector
 	ready         atomic.Bool
@@ -73,12 +71,11 @@ func newDaemon(opts serveOptions) *daemon {
 		logger:        opts.logger,
 		config:        config.NewSafeConfig(opts.configFile, opts.logger, reg),
 		registry:      reg,
-		prober:        newProber(opts.logger, probeMetrics),
-		history:       collector.NewHistory(opts.historyResults),
+		history:       status.NewHistory(opts.historyResults),
 		disableReload: opts.disableReload,
 	}
-	d.prober.history = d.history
-	d.config.OnChange(d.prober.apply)
+	d.engine = engine.New(opts.logger, probeMetrics, d.history)
+	d.config.OnChange(d.engine.Apply)
 	// Model-server /metrics are fetched while Prometheus scrapes the prober,
 	// within that scrape's deadline: not in reg, but in a registry built for
 	// each scrape (metricsHandler).
@@ -98,7 +95,7 @@ func newDaemon(opts serveOptions) *daemon {
 
 func (d *daemon) handler() (http.Handler, error) {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", newMetricsHandler(d.registry, d.servers, promhttp.HandlerOpts{
+	mux.Handle("/metrics", collector.NewHandler(d.registry, d.servers, promhttp.HandlerOpts{
 		ErrorLog:            slog.NewLogLogger(d.logger.Handler(), slog.LevelError),
 		ErrorHandling:       promhttp.ContinueOnError,
 		MaxRequestsInFlight: 10,
@@ -118,8 +115,8 @@ func (d *daemon) handler() (http.Handler, error) {
 		}
 		fmt.Fprintln(w, "Ready")
 	})
-	mux.HandleFunc("/-/reload", d.handleReload)
-	mux.HandleFunc("/config", d.handleConfig)
+	mux.Handle("/-/reload", d.config.ReloadHandler(d.disableReload))
+	mux.Handle("/config", d.config.ConfigHandler())
 	// The status page takes "/" and "/probes/…", and answers 404 with a
 	// page of its own for every path above does not serve.
 	page, err := status.New(status.Options{
@@ -145,44 +142,6 @@ func (d *daemon) handler() (http.Handler, error) {
 	return mux, nil
 }
 
-func (d *daemon) handleReload(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if r.Method != http.MethodPost && r.Method != http.MethodPut {
-		w.Header().Set("Allow", "POST, PUT")
-		w.WriteHeader(http.StatusMethodNotAllowed)
-		fmt.Fprintln(w, "This endpoint requires a POST request.")
-		return
-	}
-	if d.disableReload {
-		w.WriteHeader(http.StatusForbidden)
-		fmt.Fprintln(w, "Reloading over HTTP is disabled by --web.disable-reload; send SIGHUP instead.")
-		return
-	}
-	if err := d.config.Reload(); err != nil {
-		w.WriteHeader(http.StatusInternalServerError)
-		fmt.Fprintf(w, "failed to reload config, keeping the running one:\n%v\n", err)
-		return
-	}
-	fmt.Fprintln(w, "Config reloaded")
-}
-
-func (d *daemon) handleConfig(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	cfg := d.config.Get()
-	if cfg == nil {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintln(w, "no configuration loaded")
-		return
-	}
-	b, err := cfg.Marshal()
-	if err != nil {
-		w.WriteHeader(http.StatusInternalServerError)
-		fmt.Fprintf(w, "cannot render config: %v\n", err)
-		return
-	}
-	_, _ = w.Write(b)
-}
-
 // serve runs the daemon until ctx is cancelled and returns the exit code.
 func serve(ctx context.Context, opts serveOptions) int {
 	logger := opts.logger
@@ -198,12 +157,12 @@ func serve(ctx context.Context, opts serveOptions) int {
 	}
 	if err := d.config.Reload(); err != nil {
 		fmt.Fprintf(opts.stderr, "llm-prober: invalid configuration, not starting:\n%v\n", err)
-		d.prober.stop(ctx)
+		d.engine.Stop(ctx)
 		return 1
 	}
 	if err := d.gpus.Err(); err != nil {
 		fmt.Fprintf(opts.stderr, "llm-prober: %v\n", err)
-		d.prober.stop(ctx)
+		d.engine.Stop(ctx)
 		return 1
 	}
 	d.ready.Store(true)
@@ -218,17 +177,7 @@ func serve(ctx context.Context, opts serveOptions) int {
 	var wg sync.WaitGroup
 	loopCtx, stopLoop := context.WithCancel(ctx)
 	defer func() { stopLoop(); wg.Wait() }()
-	wg.Go(func() {
-		for {
-			select {
-			case <-reloadSignals:
-				// Errors are logged and counted by Reload itself.
-				_ = d.config.Reload()
-			case <-loopCtx.Done():
-				return
-			}
-		}
-	})
+	wg.Go(func() { d.config.ReloadOn(loopCtx, reloadSignals) })
 
 	srv := &http.Server{
 		Handler:           handler,
@@ -255,7 +204,7 @@ func serve(ctx context.Context, opts serveOptions) int {
 	defer cancel()
 	// Probes drain first, while /metrics still answers, so a scrape during
 	// shutdown sees their results.
-	d.prober.stop(shutdownCtx)
+	d.engine.Stop(shutdownCtx)
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		logger.Warn("Web server did not stop cleanly", "err", err)
 	}
@@ -264,103 +213,4 @@ func serve(ctx context.Context, opts serveOptions) int {
 	}
 	logger.Info("Stopped")
 	return 0
-}
-
-// scrapeTimeoutHeader carries Prometheus's scrape_timeout, in seconds, on
-// every scrape.
-const scrapeTimeoutHeader = "X-Prometheus-Scrape-Timeout-Seconds"
-
-// scrapeTimeoutOffset is what a scrape keeps, of the time Prometheus gives
-// it, for everything after the model-server fetches: the rest of the
-// gather, encoding and the network. blackbox_exporter's --timeout-offset
-// default.
-const scrapeTimeoutOffset = 500 * time.Millisecond
-
-// serverFetchLimit is how long the model-server fetches of a scrape may take:
-// the header's timeout minus scrapeTimeoutOffset, but at least half of it,
-// so a sub-second scrape_timeout still leaves the fetches something. 0 (the
-// configured timeouts alone) without the header, or when it is not a
-// positive, finite number of seconds.
-func serverFetchLimit(h http.Header) time.Duration {
-	v := h.Get(scrapeTimeoutHeader)
-	if v == "" {
-		return 0
-	}
-	secs, err := strconv.ParseFloat(v, 64)
-	// !(secs > 0) also refuses NaN; anything beyond a year is no bound.
-	if err != nil || !(secs > 0) || secs > 365*24*3600 {
-		return 0
-	}
-	timeout := time.Duration(math.Round(secs * float64(time.Second)))
-	return max(timeout-scrapeTimeoutOffset, timeout/2, 1)
-}
-
-// metricsHandler serves /metrics: promhttp over the main registry and the
-// model-server metrics, whose fetches are bounded by the scrape's own
-// deadline. A Gatherer cannot see the request, so each request gets its
-// gatherer — the main registry beside a registry holding only
-// servers.Within(limit) — and a promhttp handler over it; the two are
-// gathered at once, as one registry's collectors are. Nothing is shared
-// between requests but what promhttp shares: the in-flight limit, kept here
-// because a handler per request cannot keep it, and the error counter in
-// the main registry.
-type metricsHandler struct {
-	registry *prometheus.Registry
-	servers  *collector.ServerMetrics
-	opts     promhttp.HandlerOpts
-	inFlight chan struct{}
-}
-
-func newMetricsHandler(reg *prometheus.Registry, servers *collector.ServerMetrics, opts promhttp.HandlerOpts) *metricsHandler {
-	h := &metricsHandler{registry: reg, servers: servers, opts: opts}
-	if opts.MaxRequestsInFlight > 0 {
-		h.inFlight = make(chan struct{}, opts.MaxRequestsInFlight)
-	}
-	h.opts.MaxRequestsInFlight = 0
-	// Registers promhttp_metric_handler_errors_total in opts.Registry now;
-	// the per-request handlers find it there (promhttp takes the existing
-	// counter on AlreadyRegisteredError) and count into the same one.
-	promhttp.HandlerFor(reg, h.opts)
-	return h
-}
-
-func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.inFlight != nil {
-		// promhttp's own limit, answered as promhttp answers it.
-		select {
-		case h.inFlight <- struct{}{}:
-			defer func() { <-h.inFlight }()
-		default:
-			http.Error(w, fmt.Sprintf(
-				"Limit of concurrent requests reached (%d), try again later.", cap(h.inFlight),
-			), http.StatusServiceUnavailable)
-			return
-		}
-	}
-	servers := prometheus.NewRegistry()
-	if err := servers.Register(h.servers.Within(serverFetchLimit(r.Header))); err != nil {
-		// Unreachable with consistent descriptors (tests register them
-		// beside the main registry's).
-		http.Error(w, "model-server metrics: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
-	promhttp.HandlerFor(parallelGatherers{h.registry, servers}, h.opts).ServeHTTP(w, r)
-}
-
-// parallelGatherers is prometheus.Gatherers with every Gather run at once,
-// so a slow gatherer does not wait for the others; the results are merged,
-// and checked, by prometheus.Gatherers.
-type parallelGatherers []prometheus.Gatherer
-
-func (gs parallelGatherers) Gather() ([]*dto.MetricFamily, error) {
-	done := make(prometheus.Gatherers, len(gs))
-	var wg sync.WaitGroup
-	for i, g := range gs {
-		wg.Go(func() {
-			mfs, err := g.Gather()
-			done[i] = prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return mfs, err })
-		})
-	}
-	wg.Wait()
-	return done.Gather()
 }

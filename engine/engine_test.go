@@ -1,4 +1,4 @@
-package main
+package engine
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,18 +19,20 @@ import (
 	"github.com/llm-prober/llm-prober/collector"
 	"github.com/llm-prober/llm-prober/config"
 	"github.com/llm-prober/llm-prober/probe"
+	"github.com/llm-prober/llm-prober/simulator"
+	"github.com/llm-prober/llm-prober/simulator/simtest"
 	"github.com/llm-prober/llm-prober/workload"
 )
 
-// These tests run the real wiring (config → prober → schedule runner →
+// These tests run the real wiring (config → engine → schedule runner →
 // driver → metrics) against the simulator on the real clock. The quick
 // versions run in `make test` with generous bounds; the long ones print the
 // figures and run by hand:
 //
-//	LLM_PROBER_LOAD=60s go test ./cmd/llm-prober -run TestRealClockRate -v
-//	LLM_PROBER_SOAK=10m go test ./cmd/llm-prober -run TestSoakEveryScheduleKind -v -timeout 20m
+//	LLM_PROBER_LOAD=60s go test ./engine -run TestRealClockRate -v
+//	LLM_PROBER_SOAK=10m go test ./engine -run TestSoakEveryScheduleKind -v -timeout 20m
 
-// runProber applies cfgText to a fresh prober for d, then stops it.
+// runProber applies cfgText to a fresh engine for d, then stops it.
 func runProber(t *testing.T, cfgText string, d time.Duration, every time.Duration, tick func(elapsed time.Duration)) *prometheus.Registry {
 	t.Helper()
 	cfg, err := config.Parse([]byte(cfgText), "test.yml", t.TempDir(), func(string) string { return "" })
@@ -41,8 +42,8 @@ func runProber(t *testing.T, cfgText string, d time.Duration, every time.Duratio
 	reg := prometheus.NewRegistry()
 	pm := collector.NewProbeMetrics()
 	reg.MustRegister(pm)
-	p := newProber(promslog.NewNopLogger(), pm)
-	p.apply(cfg)
+	e := New(promslog.NewNopLogger(), pm)
+	e.Apply(cfg)
 	start := time.Now()
 	for elapsed := time.Duration(0); elapsed < d; elapsed = time.Since(start) {
 		time.Sleep(min(every, d-elapsed))
@@ -52,11 +53,18 @@ func runProber(t *testing.T, cfgText string, d time.Duration, every time.Duratio
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	p.stop(ctx)
+	e.Stop(ctx)
 	return reg
 }
 
-func fastSimulatorURL(t *testing.T) string { return startSimulator(t) }
+// fastSimulatorURL serves a fast simulator on loopback until the test ends.
+func fastSimulatorURL(t *testing.T) string {
+	t.Helper()
+	cfg := simulator.DefaultConfig()
+	cfg.Latency.TTFTBase = 5 * time.Millisecond
+	cfg.Latency.DecodeBase = time.Millisecond
+	return simtest.Start(t, cfg).URL
+}
 
 // family returns the metrics of one family with the given probe label.
 func family(t *testing.T, reg *prometheus.Registry, name, probeName string) []*dto.Metric {
@@ -313,15 +321,14 @@ func TestCheckLengths(t *testing.T) {
 	pm.Add(collector.ProbeSeries{Target: "t", Probe: "p", Model: "m"})
 	var logs bytes.Buffer
 	logger := promslog.New(&promslog.Config{Writer: &logs})
-	p := newProber(logger, pm)
-	var wo, wi sync.Once
+	c := &lengthCheck{metrics: pm, target: "t", probe: "p", logger: logger}
 	draw := workload.Draw{Request: &probe.Request{MaxTokens: 100}, InputTokens: 500}
 	for _, r := range []*probe.Result{
 		{OutputTokens: 100, InputTokens: 540, InputTokensSource: probe.TokenSourceServer}, // within 10% (+32)
 		{OutputTokens: 89, InputTokens: 590, InputTokensSource: probe.TokenSourceServer},  // both off
 		{OutputTokens: 111, InputTokens: 10, InputTokensSource: probe.TokenSourceNone},    // output off; no server count
 	} {
-		p.checkLengths("t", "p", logger, draw, r, &wo, &wi)
+		c.check(Sent{Draw: draw, Result: r})
 	}
 	out := counterSum(family(t, reg, "llm_probe_output_length_mismatch_total", "p"), "", "")
 	in := counterSum(family(t, reg, "llm_probe_input_length_mismatch_total", "p"), "", "")

@@ -1,4 +1,4 @@
-package collector
+package status
 
 import (
 	"errors"
@@ -11,8 +11,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
-	"github.com/llm-prober/llm-prober/config"
-	"github.com/llm-prober/llm-prober/internal/nvml/nvmltest"
+	"github.com/llm-prober/llm-prober/engine"
 	"github.com/llm-prober/llm-prober/probe"
 )
 
@@ -30,11 +29,14 @@ func streamedResult(start time.Time, ttft time.Duration, gaps ...time.Duration) 
 	return r
 }
 
-var testProbe = HistoryProbe{Target: "t", Probe: "p", Protocol: "openai_chat", Endpoint: "http://x"}
+var (
+	testProbe     = HistoryProbe{Target: "t", Probe: "p", Protocol: "openai_chat", Endpoint: "http://x"}
+	testProbeInfo = engine.Info{Target: "t", Probe: "p", Protocol: "openai_chat", Endpoint: "http://x"}
+)
 
 func TestHistoryRingKeepsNewestFirst(t *testing.T) {
 	h := NewHistory(3)
-	h.Add(testProbe)
+	h.Add(testProbeInfo)
 	t0 := time.Unix(1000, 0)
 	for i := range 5 {
 		h.Record("t", "p", nil, streamedResult(t0.Add(time.Duration(i)*time.Second), time.Duration(i+1)*time.Millisecond))
@@ -50,7 +52,7 @@ func TestHistoryRingKeepsNewestFirst(t *testing.T) {
 	}
 	// Partly filled.
 	h2 := NewHistory(10)
-	h2.Add(testProbe)
+	h2.Add(testProbeInfo)
 	h2.Record("t", "p", nil, streamedResult(t0, time.Millisecond))
 	h2.Record("t", "p", nil, streamedResult(t0.Add(time.Second), time.Millisecond))
 	if recs, _ := h2.Recent("t", "p"); len(recs) != 2 || recs[0].Start.Unix() != 1001 {
@@ -76,7 +78,7 @@ func TestHistoryDerivedNumbers(t *testing.T) {
 
 func TestHistorySummary(t *testing.T) {
 	h := NewHistory(100)
-	h.Add(testProbe)
+	h.Add(testProbeInfo)
 	t0 := time.Unix(0, 0)
 	for i := range 20 {
 		h.Record("t", "p", nil, streamedResult(t0.Add(time.Duration(i)*time.Second), time.Duration(i+1)*time.Millisecond))
@@ -148,7 +150,7 @@ func TestHistoryMemoryBound(t *testing.T) {
 	}
 	const n = 100
 	h := NewHistory(n)
-	h.Add(testProbe)
+	h.Add(testProbeInfo)
 	big := strings.Repeat("é", 512<<10) // 1 MiB of two-byte runes
 	shared := errors.New(big)
 	req := &probe.Request{Model: strings.Repeat("m", 1000), MaxTokens: 8, Stream: true, Prompt: big[:4096]}
@@ -203,13 +205,13 @@ func TestHistoryMemoryBound(t *testing.T) {
 
 func TestHistoryAddRemoveAndDisabled(t *testing.T) {
 	h := NewHistory(5)
-	h.Add(testProbe)
+	h.Add(testProbeInfo)
 	h.Record("t", "p", nil, streamedResult(time.Unix(0, 0), time.Millisecond))
-	h.Add(testProbe) // a reload that changed nothing
+	h.Add(testProbeInfo) // a reload that changed nothing
 	if recs, _ := h.Recent("t", "p"); len(recs) != 1 {
 		t.Error("re-adding an unchanged probe dropped its results")
 	}
-	moved := testProbe
+	moved := testProbeInfo
 	moved.Endpoint = "http://y"
 	h.Add(moved)
 	if recs, ok := h.Recent("t", "p"); !ok || len(recs) != 0 {
@@ -224,7 +226,7 @@ func TestHistoryAddRemoveAndDisabled(t *testing.T) {
 		t.Error("a result of a removed probe recreated it")
 	}
 	var off *History = NewHistory(0)
-	off.Add(testProbe)
+	off.Add(testProbeInfo)
 	off.Record("t", "p", nil, streamedResult(time.Unix(0, 0), time.Millisecond))
 	if _, ok := off.Recent("t", "p"); ok || off.PerProbe() != 0 {
 		t.Error("disabled history keeps results")
@@ -236,7 +238,7 @@ func TestHistoryConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Go(func() {
-			hp := testProbe
+			hp := testProbeInfo
 			hp.Probe = fmt.Sprint("p", w%2)
 			for i := range 500 {
 				if i%100 == 0 {
@@ -252,73 +254,4 @@ func TestHistoryConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-}
-
-func TestDisplayEndpoint(t *testing.T) {
-	for in, want := range map[string]string{
-		"http://h:8000":                  "http://h:8000",
-		"https://api.example/v1?key=abc": "https://api.example/v1?…",
-		"https://u:pw@h/v1#frag":         "https://h/v1?…",
-		"localhost:8001":                 "localhost:8001",
-		"10.0.0.1:8001":                  "10.0.0.1:8001",
-		"dns:///h:8001?x=1":              "dns:///h:8001…",
-	} {
-		if got := DisplayEndpoint(in); got != want {
-			t.Errorf("DisplayEndpoint(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func TestServerSnapshot(t *testing.T) {
-	c, _, _ := newTestServerMetrics(t)
-	ts := textServer(t, "text/plain", func() string {
-		return vllmText + "vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.25\n"
-	})
-	c.SetTargets([]ServerTarget{{Name: "a", URL: ts.URL + "/metrics?token=x", Kind: "auto", Timeout: time.Second}, {Name: "b", URL: "http://127.0.0.1:1/metrics", Kind: KindVLLM, Timeout: time.Second}})
-	snap := c.Snapshot()
-	if len(snap) != 2 || !snap[0].CollectedAt.IsZero() || snap[0].URL != ts.URL+"/metrics?…" {
-		t.Fatalf("before any scrape: %+v", snap)
-	}
-	c.Refresh()
-	snap = c.Snapshot()
-	a, b := snap[0], snap[1]
-	if !a.Up || a.Kind != KindVLLM || a.CollectedAt.IsZero() || len(a.Models) != 1 {
-		t.Fatalf("a: %+v", a)
-	}
-	if m := a.Models[0]; m.Model != "m" || !m.HasRunning || m.Running != 1 || !m.HasWaiting || m.Waiting != 0 || !m.HasKVCache || m.KVCacheUsage != 0.25 || m.HasBatch {
-		t.Errorf("a's model: %+v", m)
-	}
-	if b.Up || b.Err == "" || b.CollectedAt.IsZero() {
-		t.Errorf("b: %+v", b)
-	}
-	// A target dropped by a reload drops its snapshot.
-	c.SetTargets([]ServerTarget{{Name: "a", URL: ts.URL + "/metrics?token=x", Kind: "auto", Timeout: 2 * time.Second}})
-	snap = c.Snapshot()
-	if len(snap) != 1 || !snap[0].Up {
-		t.Errorf("after reload: %+v", snap)
-	}
-}
-
-func TestGPUSnapshot(t *testing.T) {
-	f := newGPUFixture(t, nvmltest.Devices(2, nil))
-	if s := f.c.Snapshot(); !s.Loaded || s.Enabled != "true" || !s.CollectedAt.IsZero() {
-		t.Fatalf("before a collection: %+v", s)
-	}
-	f.c.Refresh()
-	s := f.c.Snapshot()
-	if !s.OK || len(s.Devices) != 2 || s.CollectedAt.IsZero() {
-		t.Fatalf("snapshot %+v", s)
-	}
-	d := s.Devices[1]
-	if d.Index != 1 || d.Name != h100 || d.UUID != uuid1 || d.Utilization != 0.87 || d.MemoryUsed != 60000000000 ||
-		d.MemoryTotal != 85520809984 || d.Temperature != 64 || d.Power != 312.5 || d.PowerLimit != 700 ||
-		!d.HasUtilization || !d.HasMemory || !d.HasTemperature || !d.HasPower || !d.HasPowerLim {
-		t.Errorf("device 1: %+v", d)
-	}
-	if err := f.c.Apply(config.GPUs{Enabled: "false"}); err != nil {
-		t.Fatal(err)
-	}
-	if s := f.c.Snapshot(); s.Loaded || s.Enabled != "false" || len(s.Devices) != 0 {
-		t.Errorf("after disabling: %+v", s)
-	}
 }

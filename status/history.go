@@ -1,14 +1,14 @@
-package collector
+package status
 
 import (
 	"fmt"
-	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/llm-prober/llm-prober/engine"
+	"github.com/llm-prober/llm-prober/internal/display"
 	"github.com/llm-prober/llm-prober/internal/stats"
 	"github.com/llm-prober/llm-prober/probe"
 )
@@ -19,7 +19,7 @@ import (
 // history at most N times that (docs/security.md, "Status page history").
 const (
 	// MaxHistoryErrorBytes bounds a record's error message.
-	MaxHistoryErrorBytes = 1024
+	MaxHistoryErrorBytes = display.MaxErrorBytes
 	// MaxHistoryLogLines and MaxHistoryLogLineBytes bound a failure's debug
 	// log; successes keep none.
 	MaxHistoryLogLines     = 20
@@ -43,8 +43,7 @@ const (
 const DefaultHistoryResults = 100
 
 // HistoryProbe is what the debug log says about where a probe's requests
-// go. Endpoint must be free of credentials: pass it through
-// DisplayEndpoint.
+// go. Endpoint must be free of credentials (display.Endpoint).
 type HistoryProbe struct {
 	Target, Probe string
 	Protocol      string
@@ -99,8 +98,11 @@ type History struct {
 	n int
 
 	mu     sync.RWMutex
-	probes map[seriesKey]*probeHistory
+	probes map[probeKey]*probeHistory
 }
+
+// probeKey names one probe: target and probe name.
+type probeKey struct{ target, probe string }
 
 type probeHistory struct {
 	info HistoryProbe
@@ -116,7 +118,7 @@ func NewHistory(n int) *History {
 	if n <= 0 {
 		return nil
 	}
-	return &History{n: n, probes: map[seriesKey]*probeHistory{}}
+	return &History{n: n, probes: map[probeKey]*probeHistory{}}
 }
 
 // PerProbe is how many results are kept per probe (0 when disabled).
@@ -129,12 +131,13 @@ func (h *History) PerProbe() int {
 
 // Add makes room for a probe's results. A probe that exists keeps its
 // results (a reload that changed nothing must not empty the page); its
-// description is updated.
-func (h *History) Add(p HistoryProbe) {
+// description is updated. History is an engine.Sink.
+func (h *History) Add(info engine.Info) {
 	if h == nil {
 		return
 	}
-	k := seriesKey{p.Target, p.Probe}
+	p := HistoryProbe{Target: info.Target, Probe: info.Probe, Protocol: info.Protocol, Endpoint: display.Endpoint(info.Endpoint)}
+	k := probeKey{p.Target, p.Probe}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if old, ok := h.probes[k]; ok && old.info == p {
@@ -153,14 +156,14 @@ func (h *History) Remove(target, probeName string) {
 		return
 	}
 	h.mu.Lock()
-	delete(h.probes, seriesKey{target, probeName})
+	delete(h.probes, probeKey{target, probeName})
 	h.mu.Unlock()
 }
 
 func (h *History) lookup(target, probeName string) *probeHistory {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	return h.probes[seriesKey{target, probeName}]
+	return h.probes[probeKey{target, probeName}]
 }
 
 // Record keeps one result of a probe that was added; results of probes
@@ -278,7 +281,7 @@ func (h *History) Summary(target, probeName string) (ProbeSummary, bool) {
 func NewRecord(info HistoryProbe, req *probe.Request, res *probe.Result) Record {
 	r := Record{
 		Start:              res.Start,
-		RequestID:          cut(res.RequestID, maxHistoryIDBytes),
+		RequestID:          display.Cut(res.RequestID, maxHistoryIDBytes),
 		Outcome:            res.Outcome,
 		StatusCode:         res.StatusCode,
 		Phases:             res.Phases,
@@ -290,7 +293,7 @@ func NewRecord(info HistoryProbe, req *probe.Request, res *probe.Result) Record 
 		InputTokensSource:  res.InputTokensSource,
 		OutputTokens:       res.OutputTokens,
 		OutputTokensSource: res.OutputTokensSource,
-		FinishReason:       cut(res.FinishReason, maxHistoryFinishBytes),
+		FinishReason:       display.Cut(res.FinishReason, maxHistoryFinishBytes),
 	}
 	r.TPOT, r.HasTPOT = res.TPOT()
 	if len(res.Chunks) > 1 {
@@ -304,29 +307,12 @@ func NewRecord(info HistoryProbe, req *probe.Request, res *probe.Result) Record 
 		}
 	}
 	if res.Err != nil {
-		r.Err = cut(res.Err.Error(), MaxHistoryErrorBytes)
+		r.Err = display.Cut(res.Err.Error(), MaxHistoryErrorBytes)
 	}
 	if !r.OK() {
 		r.Log = debugLog(info, req, res, r)
 	}
 	return r
-}
-
-// cut returns s as valid UTF-8 of at most n bytes, marked with "…" when
-// shortened, in its own memory.
-func cut(s string, n int) string {
-	if len(s) <= n && utf8.ValidString(s) {
-		return strings.Clone(s)
-	}
-	const more = "…"
-	if len(s) > n {
-		i := n - len(more)
-		for i > 0 && !utf8.RuneStart(s[i]) {
-			i--
-		}
-		s = s[:i] + more
-	}
-	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // debugLog tells the story of one failed request in blackbox_exporter's
@@ -341,11 +327,11 @@ func debugLog(info HistoryProbe, req *probe.Request, res *probe.Result, rec Reco
 		if len(log) == MaxHistoryLogLines {
 			return
 		}
-		log = append(log, LogLine{At: res.Start.Add(at), Msg: cut(fmt.Sprintf(format, args...), MaxHistoryLogLineBytes)})
+		log = append(log, LogLine{At: res.Start.Add(at), Msg: display.Cut(fmt.Sprintf(format, args...), MaxHistoryLogLineBytes)})
 	}
 	if req != nil {
 		add(0, "Sending %s request to %s: model=%q max_tokens=%d stream=%t prompt=%s",
-			info.Protocol, info.Endpoint, cut(req.Model, 64), req.MaxTokens, req.Stream, promptSize(req))
+			info.Protocol, info.Endpoint, display.Cut(req.Model, 64), req.MaxTokens, req.Stream, promptSize(req))
 	} else {
 		add(0, "Sending %s request to %s", info.Protocol, info.Endpoint)
 	}
@@ -421,25 +407,4 @@ func sourceName(s probe.TokenSource) string {
 
 func msStr(d time.Duration) string {
 	return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond))
-}
-
-// DisplayEndpoint is a target's URL or address as pages may show it: no
-// userinfo (config refuses it anyway), and no query or fragment, where
-// some hosted APIs take a key.
-func DisplayEndpoint(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme == "" || u.Host == "" {
-		// A gRPC host:port, or something unparsable: cut at the first
-		// character that could start a query or userinfo.
-		if i := strings.IndexAny(raw, "?#@"); i >= 0 {
-			return raw[:i] + "…"
-		}
-		return raw
-	}
-	hidden := u.RawQuery != "" || u.Fragment != "" || u.User != nil
-	u.User, u.RawQuery, u.Fragment, u.ForceQuery = nil, "", "", false
-	if hidden {
-		return u.String() + "?…"
-	}
-	return u.String()
 }

@@ -1,0 +1,116 @@
+// Package engine is the life of every configured probe: it turns a probe of
+// the configuration into requests (workload), sends each through the
+// target's driver within the probe's timeout, and hands the result on. The
+// daemon (Engine: schedules, reload, sinks), the one-shot probe command and
+// bench all send through Probe.Send, so how a probe is sent is written once.
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/llm-prober/llm-prober/config"
+	"github.com/llm-prober/llm-prober/probe"
+	"github.com/llm-prober/llm-prober/workload"
+)
+
+// Workload draws the next request of a probe; workload.Generator is the
+// real one, tests give their own.
+type Workload interface {
+	Draw(model string) workload.Draw
+}
+
+// Probe is one configured probe ready to send.
+type Probe struct {
+	// Target, Name and Model label the probe's results.
+	Target, Name, Model string
+	// Protocol and Endpoint say where its requests go, for messages; the
+	// endpoint may carry credentials in a query (display.Endpoint cleans
+	// it for pages).
+	Protocol, Endpoint string
+	// Stream asks for streamed answers (the only ones with TTFT and ITL).
+	Stream bool
+	// Timeout bounds one request from start to its final event.
+	Timeout  time.Duration
+	Driver   probe.Driver
+	Workload Workload
+}
+
+// Sent is one request of a probe and what came of it.
+type Sent struct {
+	// Draw is what the workload asked for, Request included, and, for
+	// synthetic prompts, the input length it aimed at.
+	Draw   workload.Draw
+	Result *probe.Result
+}
+
+// Request is the request that was sent.
+func (s Sent) Request() *probe.Request { return s.Draw.Request }
+
+// Send draws the probe's next request and sends it within the probe's
+// timeout (and ctx). The Result is never nil.
+func (p *Probe) Send(ctx context.Context) Sent {
+	draw := p.Workload.Draw(p.Model)
+	draw.Request.Stream = p.Stream
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
+	defer cancel()
+	return Sent{Draw: draw, Result: p.Driver.Probe(ctx, draw.Request)}
+}
+
+// newProbe is a configured probe of t over driver d.
+func newProbe(t *config.Target, pc *config.Probe, w *config.Workload, d probe.Driver) *Probe {
+	return &Probe{
+		Target:   t.Name,
+		Name:     pc.Name,
+		Model:    t.Model,
+		Protocol: t.Protocol,
+		Endpoint: t.Endpoint(),
+		Stream:   pc.Streaming(),
+		Timeout:  time.Duration(pc.Timeout),
+		Driver:   d,
+		Workload: workload.New(w),
+	}
+}
+
+// Open builds probe pc of target t (both of cfg) with a driver of its own,
+// for the one-shot commands: probe and bench. Close it when done.
+func Open(cfg *config.Config, t *config.Target, pc *config.Probe, logger *slog.Logger) (*Probe, error) {
+	d, err := probe.NewDriver(t.Protocol, t.DriverOptions(), logger.With("target", t.Name))
+	if err != nil {
+		return nil, fmt.Errorf("target %s (%s): %w", t.Name, t.Endpoint(), err)
+	}
+	return newProbe(t, pc, cfg.Workloads[pc.Workload], d), nil
+}
+
+// Close releases the driver's idle connections.
+func (p *Probe) Close() { p.Driver.Close() }
+
+// Loaded is a probe opened from a configuration file, with the
+// configuration it came from.
+type Loaded struct {
+	*Probe
+	Config       *config.Config
+	TargetConfig *config.Target
+	ProbeConfig  *config.Probe
+}
+
+// Load reads configFile and opens the named probe of the named target (its
+// first when probeName is empty): the one-shot commands, probe and bench,
+// send what the daemon would. Close it when done.
+func Load(configFile, targetName, probeName string, logger *slog.Logger) (*Loaded, error) {
+	cfg, err := config.Load(configFile)
+	if err != nil {
+		return nil, fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	t, pc, err := cfg.Lookup(targetName, probeName)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", configFile, err)
+	}
+	p, err := Open(cfg, t, pc, logger)
+	if err != nil {
+		return nil, err
+	}
+	return &Loaded{Probe: p, Config: cfg, TargetConfig: t, ProbeConfig: pc}, nil
+}
