@@ -217,10 +217,7 @@ type ollamaStream struct {
 // the stream ended inside it. It returns true when the stream is over
 // (r.Outcome set).
 func (st *ollamaStream) onLine(line []byte, at time.Time, unterminated bool, r *Result) bool {
-	fail := func(o Outcome, err error) bool {
-		r.Outcome, r.Err, r.EndToEnd = o, err, at.Sub(r.Start)
-		return true
-	}
+	fail := func(o Outcome, err error) bool { return r.end(at, o, err) }
 	st.lines++
 	if err := st.line.decode(line); err != nil {
 		if unterminated {
@@ -236,20 +233,13 @@ func (st *ollamaStream) onLine(line []byte, at time.Time, unterminated bool, r *
 		return fail(OutcomeHTTP5xx, fmt.Errorf("mid-stream server error: %s", msg))
 	}
 	if st.line.hasOutput() {
-		if len(r.Chunks) >= maxChunks {
-			return fail(OutcomeProtocolError, fmt.Errorf("more than %d output chunks", maxChunks))
+		if err := r.addChunk(at, 1); err != nil {
+			return fail(OutcomeProtocolError, err)
 		}
-		since := at.Sub(r.Start)
-		if len(r.Chunks) == 0 {
-			r.TTFT = since
-		}
-		r.Chunks = append(r.Chunks, Chunk{At: since, Tokens: 1})
 	}
 	if st.line.Done {
 		st.line.applyDone(r)
-		r.Outcome = OutcomeSuccess
-		r.EndToEnd = at.Sub(r.Start)
-		return true
+		return r.end(at, OutcomeSuccess, nil)
 	}
 	return false
 }
@@ -258,7 +248,7 @@ func (st *ollamaStream) onLine(line []byte, at time.Time, unterminated bool, r *
 // streams one token per object.
 func (st *ollamaStream) finish(r *Result) {
 	if r.OutputTokensSource == TokenSourceNone {
-		r.OutputTokens, r.OutputTokensSource = len(r.Chunks), TokenSourceCounted
+		r.countChunkTokens()
 	}
 }
 

@@ -13,16 +13,6 @@ import (
 	"time"
 )
 
-// maxChunks bounds Result.Chunks so an endless stream of tiny events cannot
-// grow memory beyond a few MiB before MaxResponseBytes stops it. It is far
-// above any max_tokens a probe asks for.
-const maxChunks = 1 << 18
-
-// maxTokensPerChunk rejects absurd per-chunk counts derived from usage: a
-// consumer observes ITL once per token, so a hostile count must not turn
-// into billions of observations.
-const maxTokensPerChunk = 1 << 16
-
 // openAIDriver speaks the OpenAI-compatible /v1/chat/completions
 // (chat=true) or /v1/completions API.
 type openAIDriver struct {
@@ -419,10 +409,7 @@ func (d *openAIDriver) readStream(ex *exchange, r *Result) {
 // onEvent handles one SSE event; it returns true when the stream is over
 // (r.Outcome set).
 func (d *openAIDriver) onEvent(ev *sseEvent, r *Result, st *streamState, chunk *oaiChunk) bool {
-	fail := func(o Outcome, err error) bool {
-		r.Outcome, r.Err, r.EndToEnd = o, err, ev.At.Sub(r.Start)
-		return true
-	}
+	fail := func(o Outcome, err error) bool { return r.end(ev.At, o, err) }
 	if ev.ErrorData != nil {
 		// llama.cpp's `error: {json}` line.
 		return fail(streamError(ev.ErrorData))
@@ -439,9 +426,7 @@ func (d *openAIDriver) onEvent(ev *sseEvent, r *Result, st *streamState, chunk *
 		return false
 	}
 	if bytes.Equal(data, doneMarker) {
-		r.Outcome = OutcomeSuccess
-		r.EndToEnd = ev.At.Sub(r.Start)
-		return true
+		return r.end(ev.At, OutcomeSuccess, nil)
 	}
 	if err := chunk.decode(data); err != nil {
 		return fail(OutcomeProtocolError, fmt.Errorf("chunk after %d output chunks is not valid JSON (%v): %s",
@@ -457,14 +442,9 @@ func (d *openAIDriver) onEvent(ev *sseEvent, r *Result, st *streamState, chunk *
 		st.usage, st.hasUsage = *u, true
 	}
 	if chunk.hasOutput() {
-		if len(r.Chunks) >= maxChunks {
-			return fail(OutcomeProtocolError, fmt.Errorf("more than %d output chunks", maxChunks))
+		if err := r.addChunk(ev.At, 1); err != nil {
+			return fail(OutcomeProtocolError, err)
 		}
-		at := ev.At.Sub(r.Start)
-		if len(r.Chunks) == 0 {
-			r.TTFT = at
-		}
-		r.Chunks = append(r.Chunks, Chunk{At: at, Tokens: 1})
 		c := -1
 		if u := chunk.Usage; u != nil {
 			c = u.CompletionTokens
@@ -507,11 +487,7 @@ func (st *streamState) finish(r *Result) {
 		r.InputTokens, r.InputTokensSource = max(st.usage.PromptTokens, 0), TokenSourceServer
 		return
 	}
-	n := 0
-	for _, c := range r.Chunks {
-		n += c.Tokens
-	}
-	r.OutputTokens, r.OutputTokensSource = n, TokenSourceCounted
+	r.countChunkTokens()
 }
 
 // continuous reports whether every content chunk carried a cumulative

@@ -202,10 +202,7 @@ type tgiStream struct {
 // onEvent handles one SSE event; it returns true when the stream is over
 // (r.Outcome set).
 func (st *tgiStream) onEvent(ev *sseEvent, r *Result) bool {
-	fail := func(o Outcome, err error) bool {
-		r.Outcome, r.Err, r.EndToEnd = o, err, ev.At.Sub(r.Start)
-		return true
-	}
+	fail := func(o Outcome, err error) bool { return r.end(ev.At, o, err) }
 	if typ := string(ev.Type); typ != "" && typ != "message" {
 		return false
 	}
@@ -228,14 +225,9 @@ func (st *tgiStream) onEvent(ev *sseEvent, r *Result) bool {
 			// text: they must not end TTFT early.
 			st.pending++
 		} else {
-			if len(r.Chunks) >= maxChunks {
-				return fail(OutcomeProtocolError, fmt.Errorf("more than %d output chunks", maxChunks))
+			if err := r.addChunk(ev.At, 1+st.pending); err != nil {
+				return fail(OutcomeProtocolError, err)
 			}
-			at := ev.At.Sub(r.Start)
-			if len(r.Chunks) == 0 {
-				r.TTFT = at
-			}
-			r.Chunks = append(r.Chunks, Chunk{At: at, Tokens: 1 + st.pending})
 			st.pending = 0
 		}
 	}
@@ -244,9 +236,7 @@ func (st *tgiStream) onEvent(ev *sseEvent, r *Result) bool {
 			st.details = dt
 			r.FinishReason = sanitize([]byte(dt.FinishReason))
 		}
-		r.Outcome = OutcomeSuccess
-		r.EndToEnd = ev.At.Sub(r.Start)
-		return true
+		return r.end(ev.At, OutcomeSuccess, nil)
 	}
 	return false
 }

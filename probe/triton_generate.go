@@ -266,9 +266,7 @@ func (d *tritonGenerateDriver) readStream(ex *exchange, r *Result) {
 			}
 			return
 		}
-		fail := func(o Outcome, err error) {
-			r.Outcome, r.Err, r.EndToEnd = o, err, ev.At.Sub(r.Start)
-		}
+		fail := func(o Outcome, err error) { r.end(ev.At, o, err) }
 		data := bytes.TrimSpace(ev.Data)
 		if len(data) == 0 {
 			continue
@@ -295,8 +293,8 @@ func (d *tritonGenerateDriver) readStream(ex *exchange, r *Result) {
 			lastFinish = g.finish
 		}
 		if g.text {
-			if !counts.add(r, ev.At.Sub(r.Start), g.tokens, g.hasTokens) {
-				fail(OutcomeProtocolError, fmt.Errorf("more than %d output chunks", maxChunks))
+			if err := counts.add(r, ev.At, g.tokens, g.hasTokens); err != nil {
+				fail(OutcomeProtocolError, err)
 				return
 			}
 		}
