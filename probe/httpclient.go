@@ -233,15 +233,35 @@ func (t *httpTarget) send(ctx context.Context, r *Result, endpoint string, body 
 	return ex
 }
 
-// start is send for a body built by the driver: buildErr, the error
-// building it, makes the probe a protocol_error without sending anything.
-func (t *httpTarget) start(ctx context.Context, r *Result, endpoint string, body []byte, buildErr error, stream bool) *exchange {
+// answerReader reads answers in an HTTP driver's protocol: a stream, or
+// one JSON document (a non-streamed answer, or a JSON answer to a
+// streaming request: an error, or a server that ignored the request).
+type answerReader interface {
+	readStream(ex *exchange, r *Result)
+	readBody(ex *exchange, r *Result, wantedStream bool)
+}
+
+// roundTrip is one probe of an HTTP driver: it sends body, built by the
+// driver, to endpoint and reads the answer with a, as a stream when one
+// was asked for (stream) and came. buildErr, the error building body,
+// makes the probe a protocol_error without sending anything. eventStream
+// asks for text/event-stream rather than application/json.
+func (t *httpTarget) roundTrip(ctx context.Context, r *Result, endpoint string, body []byte, buildErr error, stream, eventStream bool, a answerReader) {
 	if buildErr != nil {
 		r.Start = time.Now()
 		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("building the request body: %w", buildErr)
-		return nil
+		return
 	}
-	return t.send(ctx, r, endpoint, body, stream)
+	ex := t.send(ctx, r, endpoint, body, eventStream)
+	if ex == nil {
+		return
+	}
+	defer ex.finish()
+	if ex.streamed(stream) {
+		a.readStream(ex, r)
+	} else {
+		a.readBody(ex, r, stream)
+	}
 }
 
 func (t *httpTarget) setHeaders(req *http.Request, id string, stream bool) {

@@ -64,16 +64,7 @@ func (d *ollamaDriver) Probe(ctx context.Context, req *Request) *Result {
 	// Ollama ignores Accept; "application/json" (what send sets for a
 	// non-streamed request) is the closest honest value for NDJSON too,
 	// rather than claiming text/event-stream.
-	ex := d.t.start(ctx, r, d.url, body, err, false)
-	if ex == nil {
-		return r
-	}
-	defer ex.finish()
-	if ex.streamed(req.Stream) {
-		d.readStream(ex, r)
-	} else {
-		d.readBody(ex, r, req.Stream)
-	}
+	d.t.roundTrip(ctx, r, d.url, body, err, req.Stream, false, d)
 	return r
 }
 

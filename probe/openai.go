@@ -28,16 +28,7 @@ func (d *openAIDriver) Probe(ctx context.Context, req *Request) *Result {
 	req, r := begin(req)
 	defer d.t.done(r)
 	body, err := d.requestBody(req)
-	ex := d.t.start(ctx, r, d.url, body, err, req.Stream)
-	if ex == nil {
-		return r
-	}
-	defer ex.finish()
-	if ex.streamed(req.Stream) {
-		d.readStream(ex, r)
-	} else {
-		d.readBody(ex, r, req.Stream)
-	}
+	d.t.roundTrip(ctx, r, d.url, body, err, req.Stream, req.Stream, d)
 	return r
 }
 

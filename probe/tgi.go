@@ -69,16 +69,7 @@ func (d *tgiDriver) Probe(ctx context.Context, req *Request) *Result {
 	if req.Stream {
 		endpoint = d.streamURL
 	}
-	ex := d.t.start(ctx, r, endpoint, body, err, req.Stream)
-	if ex == nil {
-		return r
-	}
-	defer ex.finish()
-	if ex.streamed(req.Stream) {
-		d.readStream(ex, r)
-	} else {
-		d.readBody(ex, r, req.Stream)
-	}
+	d.t.roundTrip(ctx, r, endpoint, body, err, req.Stream, req.Stream, d)
 	return r
 }
 

@@ -74,16 +74,7 @@ func (d *tritonGenerateDriver) Probe(ctx context.Context, req *Request) *Result 
 			endpoint += "_stream"
 		}
 	}
-	ex := d.t.start(ctx, r, endpoint, body, err, req.Stream)
-	if ex == nil {
-		return r
-	}
-	defer ex.finish()
-	if ex.streamed(req.Stream) {
-		d.readStream(ex, r)
-	} else {
-		d.readBody(ex, r, req.Stream)
-	}
+	d.t.roundTrip(ctx, r, endpoint, body, err, req.Stream, req.Stream, d)
 	return r
 }
 
