@@ -309,6 +309,39 @@ func (ex *exchange) drain(next func() error) {
 	}
 }
 
+// readEvents reads the body as Server-Sent Events, handing each to handle
+// until it reports the stream over (r.Outcome set; a success is drained so
+// the connection can be reused). It returns the error that ended reading
+// first, io.EOF when the server closed the stream, else nil.
+func (ex *exchange) readEvents(handle func(*sseEvent) bool, r *Result) error {
+	opts := ex.t.opts
+	sr := newSSEReader(ex.body, opts.MaxLineBytes, opts.MaxResponseBytes)
+	for {
+		ev, err := sr.next()
+		if err != nil {
+			return err
+		}
+		if handle(ev) {
+			if r.Outcome == OutcomeSuccess {
+				ex.drain(sr.skip)
+			}
+			return nil
+		}
+	}
+}
+
+// streamBroke settles a stream that stopped before its end with err:
+// at io.EOF the server closed it early, which is incomplete with unended
+// saying what never came; any other error is classified.
+func (ex *exchange) streamBroke(r *Result, err, unended error) {
+	r.EndToEnd = time.Since(r.Start)
+	if errors.Is(err, io.EOF) {
+		r.Outcome, r.Err = OutcomeIncomplete, unended
+	} else {
+		r.Outcome, r.Err = ex.classify(err, "reading the stream")
+	}
+}
+
 // streamed reports whether the answer to a request (streamed or not, as
 // wanted) is read as a stream; a JSON answer is read whole, by readAll.
 func (ex *exchange) streamed(wanted bool) bool {

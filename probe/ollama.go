@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 )
@@ -250,15 +249,11 @@ func (d *ollamaDriver) readStream(ex *exchange, r *Result) {
 	for {
 		line, at, err := nr.next()
 		if err != nil {
-			r.EndToEnd = time.Since(r.Start)
-			switch {
-			case errors.Is(err, io.EOF):
-				r.Outcome = OutcomeIncomplete
-				r.Err = fmt.Errorf("stream ended without the final done object after %d output chunks", len(r.Chunks))
-			case errors.Is(err, errNDJSONLineTooLong):
-				r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("reading the stream: %w", err)
-			default:
-				r.Outcome, r.Err = ex.classify(err, "reading the stream")
+			if errors.Is(err, errNDJSONLineTooLong) {
+				// Not among the limit errors classify knows.
+				r.end(time.Now(), OutcomeProtocolError, fmt.Errorf("reading the stream: %w", err))
+			} else {
+				ex.streamBroke(r, err, fmt.Errorf("stream ended without the final done object after %d output chunks", len(r.Chunks)))
 			}
 			break
 		}

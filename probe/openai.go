@@ -6,11 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"mime"
 	"strings"
-	"time"
 )
 
 // openAIDriver speaks the OpenAI-compatible /v1/chat/completions
@@ -371,28 +369,11 @@ type streamState struct {
 var doneMarker = []byte("[DONE]")
 
 func (d *openAIDriver) readStream(ex *exchange, r *Result) {
-	opts := d.t.opts
-	sr := newSSEReader(ex.body, opts.MaxLineBytes, opts.MaxResponseBytes)
 	var st streamState
 	var chunk oaiChunk
-	for {
-		ev, err := sr.next()
-		if err != nil {
-			r.EndToEnd = time.Since(r.Start)
-			if errors.Is(err, io.EOF) {
-				r.Outcome = OutcomeIncomplete
-				r.Err = fmt.Errorf("stream ended without [DONE] after %d output chunks", len(r.Chunks))
-			} else {
-				r.Outcome, r.Err = ex.classify(err, "reading the stream")
-			}
-			break
-		}
-		if stop := d.onEvent(ev, r, &st, &chunk); stop {
-			if r.Outcome == OutcomeSuccess {
-				ex.drain(sr.skip)
-			}
-			break
-		}
+	handle := func(ev *sseEvent) bool { return d.onEvent(ev, r, &st, &chunk) }
+	if err := ex.readEvents(handle, r); err != nil {
+		ex.streamBroke(r, err, fmt.Errorf("stream ended without [DONE] after %d output chunks", len(r.Chunks)))
 	}
 	st.finish(r)
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -245,27 +244,10 @@ func (st *tgiStream) finish(r *Result) {
 }
 
 func (d *tgiDriver) readStream(ex *exchange, r *Result) {
-	opts := d.t.opts
-	sr := newSSEReader(ex.body, opts.MaxLineBytes, opts.MaxResponseBytes)
 	var st tgiStream
-	for {
-		ev, err := sr.next()
-		if err != nil {
-			r.EndToEnd = time.Since(r.Start)
-			if errors.Is(err, io.EOF) {
-				r.Outcome = OutcomeIncomplete
-				r.Err = fmt.Errorf("stream ended without the final event (generated_text, details) after %d tokens", st.tokens)
-			} else {
-				r.Outcome, r.Err = ex.classify(err, "reading the stream")
-			}
-			break
-		}
-		if st.onEvent(ev, r) {
-			if r.Outcome == OutcomeSuccess {
-				ex.drain(sr.skip)
-			}
-			break
-		}
+	handle := func(ev *sseEvent) bool { return st.onEvent(ev, r) }
+	if err := ex.readEvents(handle, r); err != nil {
+		ex.streamBroke(r, err, fmt.Errorf("stream ended without the final event (generated_text, details) after %d tokens", st.tokens))
 	}
 	st.finish(r)
 }
