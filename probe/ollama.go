@@ -86,33 +86,12 @@ func (d *ollamaDriver) requestBody(req *Request) ([]byte, error) {
 	if req.MaxTokens > 0 {
 		opts["num_predict"] = req.MaxTokens
 	}
-	if req.Temperature != nil {
-		opts["temperature"] = *req.Temperature
-	}
-	if req.TopP != nil {
-		opts["top_p"] = *req.TopP
-	}
-	if req.Seed != nil {
-		opts["seed"] = *req.Seed
-	}
-	if len(req.Stop) > 0 {
-		opts["stop"] = req.Stop
-	}
+	req.putSampling(opts)
 	for k, v := range req.Extra {
 		if extra, ok := v.(map[string]any); ok && k == "options" {
-			for ok, ov := range extra {
-				if ov == nil {
-					delete(opts, ok)
-				} else {
-					opts[ok] = ov
-				}
-			}
-			continue
-		}
-		if v == nil {
-			delete(m, k)
+			setFields(opts, extra)
 		} else {
-			m[k] = v
+			setField(m, k, v)
 		}
 	}
 	if len(opts) > 0 {

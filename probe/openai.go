@@ -70,39 +70,65 @@ func (d *openAIDriver) requestBody(req *Request) ([]byte, error) {
 	} else {
 		m["prompt"] = req.promptText()
 	}
-	if req.MaxTokens > 0 {
-		m["max_tokens"] = req.MaxTokens
-	}
 	m["stream"] = req.Stream
 	if req.Stream {
 		m["stream_options"] = map[string]any{"include_usage": true}
 	}
-	if req.Temperature != nil {
-		m["temperature"] = *req.Temperature
+	req.putVLLMSampling(m)
+	setFields(m, req.Extra)
+	return json.Marshal(m)
+}
+
+// putSampling sets the sampling knobs the request sets, under the names
+// and with the meaning OpenAI's API, vLLM's SamplingParams and Ollama's
+// options share.
+func (r *Request) putSampling(m map[string]any) {
+	if r.Temperature != nil {
+		m["temperature"] = *r.Temperature
 	}
-	if req.TopP != nil {
-		m["top_p"] = *req.TopP
+	if r.TopP != nil {
+		m["top_p"] = *r.TopP
 	}
-	if req.Seed != nil {
-		m["seed"] = *req.Seed
+	if r.Seed != nil {
+		m["seed"] = *r.Seed
 	}
-	if len(req.Stop) > 0 {
-		m["stop"] = req.Stop
+	if len(r.Stop) > 0 {
+		m["stop"] = r.Stop
 	}
-	if req.IgnoreEOS {
+}
+
+// putVLLMSampling is putSampling with max_tokens and vLLM's ignore_eos and
+// min_tokens: the SamplingParams fields a probe sets, which vLLM takes
+// alike in an OpenAI-compatible body and in its Triton backend's
+// sampling_parameters. ignore_eos and min_tokens are sent only when set,
+// as other servers do not know them.
+func (r *Request) putVLLMSampling(m map[string]any) {
+	if r.MaxTokens > 0 {
+		m["max_tokens"] = r.MaxTokens
+	}
+	r.putSampling(m)
+	if r.IgnoreEOS {
 		m["ignore_eos"] = true
 	}
-	if req.MinTokens > 0 {
-		m["min_tokens"] = req.MinTokens
+	if r.MinTokens > 0 {
+		m["min_tokens"] = r.MinTokens
 	}
-	for k, v := range req.Extra {
-		if v == nil {
-			delete(m, k)
-		} else {
-			m[k] = v
-		}
+}
+
+// setFields applies src, the request's Extra entries, to the fields in dst
+// a driver built: an entry overrides the field, a nil entry removes it.
+func setFields(dst, src map[string]any) {
+	for k, v := range src {
+		setField(dst, k, v)
 	}
-	return json.Marshal(m)
+}
+
+func setField(dst map[string]any, k string, v any) {
+	if v == nil {
+		delete(dst, k)
+	} else {
+		dst[k] = v
+	}
 }
 
 // promptText is the request as one prompt: Prompt, or the messages

@@ -101,13 +101,7 @@ func tgiRequestBody(req *Request) ([]byte, error) {
 	if len(req.Stop) > 0 {
 		params["stop"] = req.Stop
 	}
-	for k, v := range req.Extra {
-		if v == nil {
-			delete(params, k)
-		} else {
-			params[k] = v
-		}
-	}
+	setFields(params, req.Extra)
 	// The native API applies no chat template; see promptFromMessages.
 	inputs := req.promptText()
 	return json.Marshal(struct {

@@ -96,13 +96,7 @@ func (d *tritonGenerateDriver) requestBody(req *Request, id string) ([]byte, err
 		}
 		m[in.Name] = v
 	}
-	for k, v := range req.Extra {
-		if v == nil {
-			delete(m, k)
-		} else {
-			m[k] = v
-		}
-	}
+	setFields(m, req.Extra)
 	return json.Marshal(m)
 }
 
