@@ -369,6 +369,21 @@ func (ex *exchange) readAll(r *Result) ([]byte, bool) {
 	return data, true
 }
 
+// readAnswer reads a whole answer with readAll and hands it, trimmed, to
+// decode. When either fails it sets r.Outcome and r.Err and returns
+// false; what names what the answer should have been, for the error.
+func (ex *exchange) readAnswer(r *Result, what string, decode func([]byte) error) bool {
+	data, ok := ex.readAll(r)
+	if !ok {
+		return false
+	}
+	if err := decode(bytes.TrimSpace(data)); err != nil {
+		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("answer is not %s (%v): %s", what, err, sanitize(data))
+		return false
+	}
+	return true
+}
+
 // classify maps an error met while waiting for or reading the response.
 func (ex *exchange) classify(err error, doing string) (Outcome, error) {
 	elapsed := time.Since(ex.start).Round(time.Millisecond)

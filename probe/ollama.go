@@ -249,13 +249,8 @@ func (d *ollamaDriver) readStream(ex *exchange, r *Result) {
 // readBody handles a whole answer (stream:false), or a JSON answer to a
 // streaming request.
 func (d *ollamaDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
-	data, ok := ex.readAll(r)
-	if !ok {
-		return
-	}
 	var l ollamaLine
-	if err := l.decode(bytes.TrimSpace(data)); err != nil {
-		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("answer is not a valid JSON object (%v): %s", err, sanitize(data))
+	if !ex.readAnswer(r, "a valid JSON object", l.decode) {
 		return
 	}
 	if msg, ok := l.errorMessage(); ok {

@@ -509,13 +509,8 @@ func (st *streamState) continuous() bool {
 // readBody handles a whole JSON answer: a non-streamed request, or a server
 // that answered a streaming request with JSON (usually an error).
 func (d *openAIDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
-	data, ok := ex.readAll(r)
-	if !ok {
-		return
-	}
 	var c oaiChunk
-	if err := c.decode(bytes.TrimSpace(data)); err != nil {
-		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("answer is not valid JSON (%v): %s", err, sanitize(data))
+	if !ex.readAnswer(r, "valid JSON", c.decode) {
 		return
 	}
 	if e, ok := c.apiError(); ok {

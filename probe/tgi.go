@@ -249,13 +249,8 @@ func (d *tgiDriver) readStream(ex *exchange, r *Result) {
 // readBody handles a whole JSON answer of /generate, or a JSON answer to a
 // streaming request (an error, or a server that ignored the endpoint).
 func (d *tgiDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
-	data, ok := ex.readAll(r)
-	if !ok {
-		return
-	}
 	var e tgiEvent
-	if err := e.decode(bytes.TrimSpace(data)); err != nil {
-		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("answer is not a valid JSON object (%v): %s", err, sanitize(data))
+	if !ex.readAnswer(r, "a valid JSON object", e.decode) {
 		return
 	}
 	if ae, ok := tgiError(&e.errorFields); ok {

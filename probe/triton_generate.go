@@ -296,13 +296,12 @@ func (st *genStream) ended(ex *exchange, r *Result, err error) {
 
 // readBody handles a whole JSON answer (non-streaming, or an error).
 func (d *tritonGenerateDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
-	data, ok := ex.readAll(r)
-	if !ok {
-		return
+	var g genResponse
+	decode := func(b []byte) (err error) {
+		g, err = d.parseGenerate(b)
+		return err
 	}
-	g, err := d.parseGenerate(bytes.TrimSpace(data))
-	if err != nil {
-		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("answer is not a valid generate response (%v): %s", err, sanitize(data))
+	if !ex.readAnswer(r, "a valid generate response", decode) {
 		return
 	}
 	if g.err != nil {
