@@ -233,15 +233,35 @@ func (t *httpTarget) send(ctx context.Context, r *Result, endpoint string, body 
 	return ex
 }
 
-// start is send for a body built by the driver: buildErr, the error
-// building it, makes the probe a protocol_error without sending anything.
-func (t *httpTarget) start(ctx context.Context, r *Result, endpoint string, body []byte, buildErr error, stream bool) *exchange {
+// answerReader reads answers in an HTTP driver's protocol: a stream, or
+// one JSON document (a non-streamed answer, or a JSON answer to a
+// streaming request: an error, or a server that ignored the request).
+type answerReader interface {
+	readStream(ex *exchange, r *Result)
+	readBody(ex *exchange, r *Result, wantedStream bool)
+}
+
+// roundTrip is one probe of an HTTP driver: it sends body, built by the
+// driver, to endpoint and reads the answer with a, as a stream when one
+// was asked for (stream) and came. buildErr, the error building body,
+// makes the probe a protocol_error without sending anything. eventStream
+// asks for text/event-stream rather than application/json.
+func (t *httpTarget) roundTrip(ctx context.Context, r *Result, endpoint string, body []byte, buildErr error, stream, eventStream bool, a answerReader) {
 	if buildErr != nil {
 		r.Start = time.Now()
 		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("building the request body: %w", buildErr)
-		return nil
+		return
 	}
-	return t.send(ctx, r, endpoint, body, stream)
+	ex := t.send(ctx, r, endpoint, body, eventStream)
+	if ex == nil {
+		return
+	}
+	defer ex.finish()
+	if ex.streamed(stream) {
+		a.readStream(ex, r)
+	} else {
+		a.readBody(ex, r, stream)
+	}
 }
 
 func (t *httpTarget) setHeaders(req *http.Request, id string, stream bool) {
@@ -289,6 +309,39 @@ func (ex *exchange) drain(next func() error) {
 	}
 }
 
+// readEvents reads the body as Server-Sent Events, handing each to handle
+// until it reports the stream over (r.Outcome set; a success is drained so
+// the connection can be reused). It returns the error that ended reading
+// first, io.EOF when the server closed the stream, else nil.
+func (ex *exchange) readEvents(handle func(*sseEvent) bool, r *Result) error {
+	opts := ex.t.opts
+	sr := newSSEReader(ex.body, opts.MaxLineBytes, opts.MaxResponseBytes)
+	for {
+		ev, err := sr.next()
+		if err != nil {
+			return err
+		}
+		if handle(ev) {
+			if r.Outcome == OutcomeSuccess {
+				ex.drain(sr.skip)
+			}
+			return nil
+		}
+	}
+}
+
+// streamBroke settles a stream that stopped before its end with err:
+// at io.EOF the server closed it early, which is incomplete with unended
+// saying what never came; any other error is classified.
+func (ex *exchange) streamBroke(r *Result, err, unended error) {
+	r.EndToEnd = time.Since(r.Start)
+	if errors.Is(err, io.EOF) {
+		r.Outcome, r.Err = OutcomeIncomplete, unended
+	} else {
+		r.Outcome, r.Err = ex.classify(err, "reading the stream")
+	}
+}
+
 // streamed reports whether the answer to a request (streamed or not, as
 // wanted) is read as a stream; a JSON answer is read whole, by readAll.
 func (ex *exchange) streamed(wanted bool) bool {
@@ -314,6 +367,21 @@ func (ex *exchange) readAll(r *Result) ([]byte, bool) {
 		return nil, false
 	}
 	return data, true
+}
+
+// readAnswer reads a whole answer with readAll and hands it, trimmed, to
+// decode. When either fails it sets r.Outcome and r.Err and returns
+// false; what names what the answer should have been, for the error.
+func (ex *exchange) readAnswer(r *Result, what string, decode func([]byte) error) bool {
+	data, ok := ex.readAll(r)
+	if !ok {
+		return false
+	}
+	if err := decode(bytes.TrimSpace(data)); err != nil {
+		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("answer is not %s (%v): %s", what, err, sanitize(data))
+		return false
+	}
+	return true
 }
 
 // classify maps an error met while waiting for or reading the response.

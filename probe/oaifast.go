@@ -31,18 +31,11 @@ func (c *oaiChunk) decodeFast(b []byte) bool {
 	if i >= len(b) || b[i] != '{' {
 		return false
 	}
-	var seen [3]bool
-	_, ok := walkObject(b, i, func(key []byte, v int) (int, bool) {
-		k, ok := matchKey(key, topKeys)
-		if !ok || (k >= 0 && k < len(seen) && seen[k]) {
-			return 0, false
-		}
+	_, ok := walkFields(b, i, topKeys, func(k, v int) (int, bool) {
 		switch k {
 		case topChoices:
-			seen[k] = true
 			return c.decodeChoices(b, v)
 		case topUsage:
-			seen[k] = true
 			switch b[v] {
 			case 'n': // null: the pointer stays nil
 				return v + len("null"), true
@@ -52,7 +45,6 @@ func (c *oaiChunk) decodeFast(b []byte) bool {
 			}
 			return 0, false
 		case topObject:
-			seen[k] = true
 			// Object only matters when it is "error"; any other string
 			// leaves the chunk as an ordinary one, so it is not kept.
 			if b[v] != '"' {
@@ -63,8 +55,6 @@ func (c *oaiChunk) decodeFast(b []byte) bool {
 				return 0, false
 			}
 			return end, true
-		case -1:
-			return skipValue(b, v), true
 		}
 		// error, error_type, message, code, detail: the slow path.
 		return 0, false
@@ -120,19 +110,7 @@ func (c *oaiChunk) decodeChoices(b []byte, v int) (int, bool) {
 }
 
 func decodeChoice(b []byte, i int, ch *oaiChoice) (int, bool) {
-	var seen [4]bool
-	end, ok := walkObject(b, i, func(key []byte, v int) (int, bool) {
-		k, ok := matchKey(key, choiceKeys)
-		if !ok {
-			return 0, false
-		}
-		if k < 0 {
-			return skipValue(b, v), true
-		}
-		if seen[k] {
-			return 0, false
-		}
-		seen[k] = true
+	return walkFields(b, i, choiceKeys, func(k, v int) (int, bool) {
 		switch k {
 		case 0: // text
 			end := skipValue(b, v)
@@ -158,7 +136,6 @@ func decodeChoice(b []byte, i int, ch *oaiChoice) (int, bool) {
 			return 0, false
 		}
 	})
-	return end, ok
 }
 
 func decodeDelta(b []byte, v int, d *oaiDelta) (int, bool) {
@@ -169,32 +146,18 @@ func decodeDelta(b []byte, v int, d *oaiDelta) (int, bool) {
 	default:
 		return 0, false
 	}
-	var seen [5]bool
-	return walkObject(b, v, func(key []byte, v int) (int, bool) {
-		k, ok := matchKey(key, deltaKeys)
-		if !ok {
-			return 0, false
-		}
-		if k >= 0 && seen[k] {
-			return 0, false
-		}
+	return walkFields(b, v, deltaKeys, func(k, v int) (int, bool) {
 		switch k {
 		case 3: // tool_calls
-			seen[k] = true
 			end, carried, ok := decodeToolCalls(b, v)
 			d.ToolCalls = toolCalls(carried)
 			return end, ok
 		case 4: // function_call
-			seen[k] = true
 			end, carried, ok := decodeFunction(b, v)
 			d.FunctionCall = functionCall(carried)
 			return end, ok
 		}
 		end := skipValue(b, v)
-		if k < 0 {
-			return end, true
-		}
-		seen[k] = true
 		p := present(presentValue(b[v:end]))
 		switch k {
 		case 0:
@@ -248,19 +211,7 @@ func decodeToolCalls(b []byte, v int) (end int, carried, ok bool) {
 // decodeToolCall reads one call object at b[i]; only its function
 // matters (index, id and type carry no output).
 func decodeToolCall(b []byte, i int) (end int, carried, ok bool) {
-	seen := false
-	end, ok = walkObject(b, i, func(key []byte, v int) (int, bool) {
-		k, ok := matchKey(key, toolCallKeys)
-		if !ok {
-			return 0, false
-		}
-		if k < 0 {
-			return skipValue(b, v), true
-		}
-		if seen {
-			return 0, false
-		}
-		seen = true
+	end, ok = walkFields(b, i, toolCallKeys, func(_, v int) (int, bool) {
 		end, c, ok := decodeFunction(b, v)
 		carried = c
 		return end, ok
@@ -278,20 +229,8 @@ func decodeFunction(b []byte, v int) (end int, carried, ok bool) {
 	default:
 		return 0, false, false
 	}
-	var seen [2]bool
-	end, ok = walkObject(b, v, func(key []byte, v int) (int, bool) {
-		k, ok := matchKey(key, functionKeys)
-		if !ok {
-			return 0, false
-		}
+	end, ok = walkFields(b, v, functionKeys, func(_, v int) (int, bool) {
 		end := skipValue(b, v)
-		if k < 0 {
-			return end, true
-		}
-		if seen[k] {
-			return 0, false
-		}
-		seen[k] = true
 		carried = carried || presentValue(b[v:end])
 		return end, true
 	})
@@ -299,20 +238,8 @@ func decodeFunction(b []byte, v int) (end int, carried, ok bool) {
 }
 
 func decodeUsage(b []byte, v int, u *oaiUsage) (int, bool) {
-	var seen [2]bool
-	return walkObject(b, v, func(key []byte, v int) (int, bool) {
-		k, ok := matchKey(key, usageKeys)
-		if !ok {
-			return 0, false
-		}
+	return walkFields(b, v, usageKeys, func(k, v int) (int, bool) {
 		end := skipValue(b, v)
-		if k < 0 {
-			return end, true
-		}
-		if seen[k] {
-			return 0, false
-		}
-		seen[k] = true
 		// encoding/json decodes an int with ParseInt on the literal and
 		// fails on anything else (1.0, 1e3, strings); null would leave it
 		// alone. Only the plain case is handled here.
@@ -332,11 +259,16 @@ func decodeUsage(b []byte, v int, u *oaiUsage) (int, bool) {
 	})
 }
 
-// walkObject calls field for each member of the object starting at b[i]
-// ('{') with the key's raw bytes (a key with escapes gives up) and the
-// index of its value; field returns the index just past the value. It
+// walkFields calls field for each member of the object starting at b[i]
+// ('{') whose key is one of names (at most 64), with the name's index and
+// the index of the value; field returns the index just past the value.
+// Members with other keys are skipped. It gives up on what encoding/json
+// would match differently or keep instead (a key with escapes, a case
+// variant or a non-ASCII key, see matchKey; a name given twice, of which
+// encoding/json keeps the last), leaving those to the slow path. It
 // returns the index just past the object.
-func walkObject(b []byte, i int, field func(key []byte, v int) (int, bool)) (int, bool) {
+func walkFields(b []byte, i int, names []string, field func(k, v int) (int, bool)) (int, bool) {
+	var seen uint64
 	i = skipWS(b, i+1)
 	if b[i] == '}' {
 		return i + 1, true
@@ -346,11 +278,22 @@ func walkObject(b []byte, i int, field func(key []byte, v int) (int, bool)) (int
 		if esc {
 			return 0, false
 		}
-		key := b[i+1 : end-1]
-		v := skipWS(b, skipWS(b, end)+1) // past ':'
-		next, ok := field(key, v)
+		k, ok := matchKey(b[i+1:end-1], names)
 		if !ok {
 			return 0, false
+		}
+		v := skipWS(b, skipWS(b, end)+1) // past ':'
+		next := 0
+		if k < 0 {
+			next = skipValue(b, v)
+		} else {
+			if seen&(1<<k) != 0 {
+				return 0, false
+			}
+			seen |= 1 << k
+			if next, ok = field(k, v); !ok {
+				return 0, false
+			}
 		}
 		i = skipWS(b, next)
 		if b[i] == '}' {

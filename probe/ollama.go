@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 )
@@ -64,16 +63,7 @@ func (d *ollamaDriver) Probe(ctx context.Context, req *Request) *Result {
 	// Ollama ignores Accept; "application/json" (what send sets for a
 	// non-streamed request) is the closest honest value for NDJSON too,
 	// rather than claiming text/event-stream.
-	ex := d.t.start(ctx, r, d.url, body, err, false)
-	if ex == nil {
-		return r
-	}
-	defer ex.finish()
-	if ex.streamed(req.Stream) {
-		d.readStream(ex, r)
-	} else {
-		d.readBody(ex, r, req.Stream)
-	}
+	d.t.roundTrip(ctx, r, d.url, body, err, req.Stream, false, d)
 	return r
 }
 
@@ -96,33 +86,12 @@ func (d *ollamaDriver) requestBody(req *Request) ([]byte, error) {
 	if req.MaxTokens > 0 {
 		opts["num_predict"] = req.MaxTokens
 	}
-	if req.Temperature != nil {
-		opts["temperature"] = *req.Temperature
-	}
-	if req.TopP != nil {
-		opts["top_p"] = *req.TopP
-	}
-	if req.Seed != nil {
-		opts["seed"] = *req.Seed
-	}
-	if len(req.Stop) > 0 {
-		opts["stop"] = req.Stop
-	}
+	req.putSampling(opts)
 	for k, v := range req.Extra {
 		if extra, ok := v.(map[string]any); ok && k == "options" {
-			for ok, ov := range extra {
-				if ov == nil {
-					delete(opts, ok)
-				} else {
-					opts[ok] = ov
-				}
-			}
-			continue
-		}
-		if v == nil {
-			delete(m, k)
+			setFields(opts, extra)
 		} else {
-			m[k] = v
+			setField(m, k, v)
 		}
 	}
 	if len(opts) > 0 {
@@ -217,10 +186,7 @@ type ollamaStream struct {
 // the stream ended inside it. It returns true when the stream is over
 // (r.Outcome set).
 func (st *ollamaStream) onLine(line []byte, at time.Time, unterminated bool, r *Result) bool {
-	fail := func(o Outcome, err error) bool {
-		r.Outcome, r.Err, r.EndToEnd = o, err, at.Sub(r.Start)
-		return true
-	}
+	fail := func(o Outcome, err error) bool { return r.end(at, o, err) }
 	st.lines++
 	if err := st.line.decode(line); err != nil {
 		if unterminated {
@@ -236,20 +202,13 @@ func (st *ollamaStream) onLine(line []byte, at time.Time, unterminated bool, r *
 		return fail(OutcomeHTTP5xx, fmt.Errorf("mid-stream server error: %s", msg))
 	}
 	if st.line.hasOutput() {
-		if len(r.Chunks) >= maxChunks {
-			return fail(OutcomeProtocolError, fmt.Errorf("more than %d output chunks", maxChunks))
+		if err := r.addChunk(at, 1); err != nil {
+			return fail(OutcomeProtocolError, err)
 		}
-		since := at.Sub(r.Start)
-		if len(r.Chunks) == 0 {
-			r.TTFT = since
-		}
-		r.Chunks = append(r.Chunks, Chunk{At: since, Tokens: 1})
 	}
 	if st.line.Done {
 		st.line.applyDone(r)
-		r.Outcome = OutcomeSuccess
-		r.EndToEnd = at.Sub(r.Start)
-		return true
+		return r.end(at, OutcomeSuccess, nil)
 	}
 	return false
 }
@@ -258,7 +217,7 @@ func (st *ollamaStream) onLine(line []byte, at time.Time, unterminated bool, r *
 // streams one token per object.
 func (st *ollamaStream) finish(r *Result) {
 	if r.OutputTokensSource == TokenSourceNone {
-		r.OutputTokens, r.OutputTokensSource = len(r.Chunks), TokenSourceCounted
+		r.countChunkTokens()
 	}
 }
 
@@ -269,15 +228,11 @@ func (d *ollamaDriver) readStream(ex *exchange, r *Result) {
 	for {
 		line, at, err := nr.next()
 		if err != nil {
-			r.EndToEnd = time.Since(r.Start)
-			switch {
-			case errors.Is(err, io.EOF):
-				r.Outcome = OutcomeIncomplete
-				r.Err = fmt.Errorf("stream ended without the final done object after %d output chunks", len(r.Chunks))
-			case errors.Is(err, errNDJSONLineTooLong):
-				r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("reading the stream: %w", err)
-			default:
-				r.Outcome, r.Err = ex.classify(err, "reading the stream")
+			if errors.Is(err, errNDJSONLineTooLong) {
+				// Not among the limit errors classify knows.
+				r.end(time.Now(), OutcomeProtocolError, fmt.Errorf("reading the stream: %w", err))
+			} else {
+				ex.streamBroke(r, err, fmt.Errorf("stream ended without the final done object after %d output chunks", len(r.Chunks)))
 			}
 			break
 		}
@@ -294,13 +249,8 @@ func (d *ollamaDriver) readStream(ex *exchange, r *Result) {
 // readBody handles a whole answer (stream:false), or a JSON answer to a
 // streaming request.
 func (d *ollamaDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
-	data, ok := ex.readAll(r)
-	if !ok {
-		return
-	}
 	var l ollamaLine
-	if err := l.decode(bytes.TrimSpace(data)); err != nil {
-		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("answer is not a valid JSON object (%v): %s", err, sanitize(data))
+	if !ex.readAnswer(r, "a valid JSON object", l.decode) {
 		return
 	}
 	if msg, ok := l.errorMessage(); ok {

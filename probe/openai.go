@@ -6,22 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"mime"
 	"strings"
-	"time"
 )
-
-// maxChunks bounds Result.Chunks so an endless stream of tiny events cannot
-// grow memory beyond a few MiB before MaxResponseBytes stops it. It is far
-// above any max_tokens a probe asks for.
-const maxChunks = 1 << 18
-
-// maxTokensPerChunk rejects absurd per-chunk counts derived from usage: a
-// consumer observes ITL once per token, so a hostile count must not turn
-// into billions of observations.
-const maxTokensPerChunk = 1 << 16
 
 // openAIDriver speaks the OpenAI-compatible /v1/chat/completions
 // (chat=true) or /v1/completions API.
@@ -38,16 +26,7 @@ func (d *openAIDriver) Probe(ctx context.Context, req *Request) *Result {
 	req, r := begin(req)
 	defer d.t.done(r)
 	body, err := d.requestBody(req)
-	ex := d.t.start(ctx, r, d.url, body, err, req.Stream)
-	if ex == nil {
-		return r
-	}
-	defer ex.finish()
-	if ex.streamed(req.Stream) {
-		d.readStream(ex, r)
-	} else {
-		d.readBody(ex, r, req.Stream)
-	}
+	d.t.roundTrip(ctx, r, d.url, body, err, req.Stream, req.Stream, d)
 	return r
 }
 
@@ -91,39 +70,65 @@ func (d *openAIDriver) requestBody(req *Request) ([]byte, error) {
 	} else {
 		m["prompt"] = req.promptText()
 	}
-	if req.MaxTokens > 0 {
-		m["max_tokens"] = req.MaxTokens
-	}
 	m["stream"] = req.Stream
 	if req.Stream {
 		m["stream_options"] = map[string]any{"include_usage": true}
 	}
-	if req.Temperature != nil {
-		m["temperature"] = *req.Temperature
+	req.putVLLMSampling(m)
+	setFields(m, req.Extra)
+	return json.Marshal(m)
+}
+
+// putSampling sets the sampling knobs the request sets, under the names
+// and with the meaning OpenAI's API, vLLM's SamplingParams and Ollama's
+// options share.
+func (r *Request) putSampling(m map[string]any) {
+	if r.Temperature != nil {
+		m["temperature"] = *r.Temperature
 	}
-	if req.TopP != nil {
-		m["top_p"] = *req.TopP
+	if r.TopP != nil {
+		m["top_p"] = *r.TopP
 	}
-	if req.Seed != nil {
-		m["seed"] = *req.Seed
+	if r.Seed != nil {
+		m["seed"] = *r.Seed
 	}
-	if len(req.Stop) > 0 {
-		m["stop"] = req.Stop
+	if len(r.Stop) > 0 {
+		m["stop"] = r.Stop
 	}
-	if req.IgnoreEOS {
+}
+
+// putVLLMSampling is putSampling with max_tokens and vLLM's ignore_eos and
+// min_tokens: the SamplingParams fields a probe sets, which vLLM takes
+// alike in an OpenAI-compatible body and in its Triton backend's
+// sampling_parameters. ignore_eos and min_tokens are sent only when set,
+// as other servers do not know them.
+func (r *Request) putVLLMSampling(m map[string]any) {
+	if r.MaxTokens > 0 {
+		m["max_tokens"] = r.MaxTokens
+	}
+	r.putSampling(m)
+	if r.IgnoreEOS {
 		m["ignore_eos"] = true
 	}
-	if req.MinTokens > 0 {
-		m["min_tokens"] = req.MinTokens
+	if r.MinTokens > 0 {
+		m["min_tokens"] = r.MinTokens
 	}
-	for k, v := range req.Extra {
-		if v == nil {
-			delete(m, k)
-		} else {
-			m[k] = v
-		}
+}
+
+// setFields applies src, the request's Extra entries, to the fields in dst
+// a driver built: an entry overrides the field, a nil entry removes it.
+func setFields(dst, src map[string]any) {
+	for k, v := range src {
+		setField(dst, k, v)
 	}
-	return json.Marshal(m)
+}
+
+func setField(dst map[string]any, k string, v any) {
+	if v == nil {
+		delete(dst, k)
+	} else {
+		dst[k] = v
+	}
 }
 
 // promptText is the request as one prompt: Prompt, or the messages
@@ -390,28 +395,11 @@ type streamState struct {
 var doneMarker = []byte("[DONE]")
 
 func (d *openAIDriver) readStream(ex *exchange, r *Result) {
-	opts := d.t.opts
-	sr := newSSEReader(ex.body, opts.MaxLineBytes, opts.MaxResponseBytes)
 	var st streamState
 	var chunk oaiChunk
-	for {
-		ev, err := sr.next()
-		if err != nil {
-			r.EndToEnd = time.Since(r.Start)
-			if errors.Is(err, io.EOF) {
-				r.Outcome = OutcomeIncomplete
-				r.Err = fmt.Errorf("stream ended without [DONE] after %d output chunks", len(r.Chunks))
-			} else {
-				r.Outcome, r.Err = ex.classify(err, "reading the stream")
-			}
-			break
-		}
-		if stop := d.onEvent(ev, r, &st, &chunk); stop {
-			if r.Outcome == OutcomeSuccess {
-				ex.drain(sr.skip)
-			}
-			break
-		}
+	handle := func(ev *sseEvent) bool { return d.onEvent(ev, r, &st, &chunk) }
+	if err := ex.readEvents(handle, r); err != nil {
+		ex.streamBroke(r, err, fmt.Errorf("stream ended without [DONE] after %d output chunks", len(r.Chunks)))
 	}
 	st.finish(r)
 }
@@ -419,10 +407,7 @@ func (d *openAIDriver) readStream(ex *exchange, r *Result) {
 // onEvent handles one SSE event; it returns true when the stream is over
 // (r.Outcome set).
 func (d *openAIDriver) onEvent(ev *sseEvent, r *Result, st *streamState, chunk *oaiChunk) bool {
-	fail := func(o Outcome, err error) bool {
-		r.Outcome, r.Err, r.EndToEnd = o, err, ev.At.Sub(r.Start)
-		return true
-	}
+	fail := func(o Outcome, err error) bool { return r.end(ev.At, o, err) }
 	if ev.ErrorData != nil {
 		// llama.cpp's `error: {json}` line.
 		return fail(streamError(ev.ErrorData))
@@ -439,9 +424,7 @@ func (d *openAIDriver) onEvent(ev *sseEvent, r *Result, st *streamState, chunk *
 		return false
 	}
 	if bytes.Equal(data, doneMarker) {
-		r.Outcome = OutcomeSuccess
-		r.EndToEnd = ev.At.Sub(r.Start)
-		return true
+		return r.end(ev.At, OutcomeSuccess, nil)
 	}
 	if err := chunk.decode(data); err != nil {
 		return fail(OutcomeProtocolError, fmt.Errorf("chunk after %d output chunks is not valid JSON (%v): %s",
@@ -457,14 +440,9 @@ func (d *openAIDriver) onEvent(ev *sseEvent, r *Result, st *streamState, chunk *
 		st.usage, st.hasUsage = *u, true
 	}
 	if chunk.hasOutput() {
-		if len(r.Chunks) >= maxChunks {
-			return fail(OutcomeProtocolError, fmt.Errorf("more than %d output chunks", maxChunks))
+		if err := r.addChunk(ev.At, 1); err != nil {
+			return fail(OutcomeProtocolError, err)
 		}
-		at := ev.At.Sub(r.Start)
-		if len(r.Chunks) == 0 {
-			r.TTFT = at
-		}
-		r.Chunks = append(r.Chunks, Chunk{At: at, Tokens: 1})
 		c := -1
 		if u := chunk.Usage; u != nil {
 			c = u.CompletionTokens
@@ -507,11 +485,7 @@ func (st *streamState) finish(r *Result) {
 		r.InputTokens, r.InputTokensSource = max(st.usage.PromptTokens, 0), TokenSourceServer
 		return
 	}
-	n := 0
-	for _, c := range r.Chunks {
-		n += c.Tokens
-	}
-	r.OutputTokens, r.OutputTokensSource = n, TokenSourceCounted
+	r.countChunkTokens()
 }
 
 // continuous reports whether every content chunk carried a cumulative
@@ -535,13 +509,8 @@ func (st *streamState) continuous() bool {
 // readBody handles a whole JSON answer: a non-streamed request, or a server
 // that answered a streaming request with JSON (usually an error).
 func (d *openAIDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
-	data, ok := ex.readAll(r)
-	if !ok {
-		return
-	}
 	var c oaiChunk
-	if err := c.decode(bytes.TrimSpace(data)); err != nil {
-		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("answer is not valid JSON (%v): %s", err, sanitize(data))
+	if !ex.readAnswer(r, "valid JSON", c.decode) {
 		return
 	}
 	if e, ok := c.apiError(); ok {

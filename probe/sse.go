@@ -3,18 +3,15 @@ package probe
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"time"
 )
 
-// Errors of the SSE reader. All of them mean the server broke the protocol
-// (or our limits) and become OutcomeProtocolError.
+// Errors of the SSE reader (besides the line reader's). Both mean the
+// server broke our limits and become OutcomeProtocolError.
 var (
 	errLineTooLong  = errors.New("SSE line exceeds the maximum line size")
 	errEventTooLong = errors.New("SSE event data exceeds the maximum line size")
-	errBodyTooLarge = errors.New("response body exceeds the maximum response size")
-	errNoProgress   = errors.New("body reader returned no data and no error repeatedly")
 )
 
 // sseEvent is one dispatched Server-Sent Event. Its byte slices alias the
@@ -31,30 +28,16 @@ type sseEvent struct {
 	// ID is the last event ID seen on the stream so far.
 	ID []byte
 	// At is when the Read that delivered the event's last byte (the blank
-	// line dispatching it) returned. Because the reader only reads when no
-	// complete line is buffered, every line it hands out was completed by
-	// the most recent Read, so that Read's return time is the event's.
+	// line dispatching it) returned; see lineReader.
 	At time.Time
 }
 
 // sseReader parses an SSE stream incrementally (WHATWG HTML "server-sent
-// events" parsing rules) without allocating per line: it keeps one growing
-// read buffer, bounded by maxLine, and reuses the event buffers.
+// events" parsing rules) without allocating per line: the line reader
+// splits lines at LF, CRLF or a lone CR, and the event buffers, bounded by
+// maxLine like a line, are reused.
 type sseReader struct {
-	r       io.Reader
-	buf     []byte
-	start   int // first unconsumed byte in buf
-	end     int // end of valid data in buf
-	maxLine int
-	maxBody int64
-	total   int64
-	// skipLF is set after a line ended in CR: a LF that follows belongs to
-	// the same line ending. Deciding this lazily means a lone CR at the end
-	// of a read dispatches immediately instead of waiting for the next read.
-	skipLF bool
-	readAt time.Time
-	err    error // sticky error from the underlying reader
-	empty  int   // consecutive (0, nil) reads
+	lineReader
 
 	ev              sseEvent
 	data, errData   []byte
@@ -62,26 +45,13 @@ type sseReader struct {
 	hasData, hasErr bool
 }
 
-const sseInitialBuffer = 4096
-
 func newSSEReader(r io.Reader, maxLine int, maxBody int64) *sseReader {
-	if maxLine <= 0 {
-		maxLine = DefaultMaxLineBytes
-	}
-	return &sseReader{
-		r:       r,
-		buf:     make([]byte, min(sseInitialBuffer, maxLine+1)),
-		maxLine: maxLine,
-		maxBody: maxBody,
-	}
+	return &sseReader{lineReader: newLineReader(r, maxLine, maxBody, true, errLineTooLong)}
 }
 
-// bytesRead is how many body bytes the reader has consumed so far.
-func (s *sseReader) bytesRead() int64 { return s.total }
-
 // next returns the next dispatched event. Errors: io.EOF when the stream
-// ended (a partial trailing event is discarded, as the spec says), one of the
-// package's protocol errors, or the underlying reader's error.
+// ended (a partial trailing event or line is discarded, as the spec says),
+// errEventTooLong, the line reader's errors, or the underlying reader's.
 func (s *sseReader) next() (*sseEvent, error) {
 	for {
 		line, err := s.line()
@@ -95,7 +65,7 @@ func (s *sseReader) next() (*sseEvent, error) {
 				s.typ = s.typ[:0]
 				continue
 			}
-			s.ev = sseEvent{Type: s.typ, Data: s.data, ID: s.id, At: s.readAt}
+			s.ev = sseEvent{Type: s.typ, Data: s.data, ID: s.id, At: s.at}
 			if s.hasErr {
 				s.ev.ErrorData = s.errData
 			}
@@ -160,90 +130,4 @@ func (s *sseReader) appendValue(dst *[]byte, has *bool, value []byte) error {
 	*dst = append(*dst, value...)
 	*has = true
 	return nil
-}
-
-// line returns the next line without its terminator (LF, CRLF or lone CR).
-// The slice aliases the read buffer and is valid until the next call.
-func (s *sseReader) line() ([]byte, error) {
-	for {
-		if s.err == errBodyTooLarge {
-			// Fatal at once: bytes past the limit are not interpreted.
-			return nil, s.err
-		}
-		if s.skipLF && s.start < s.end {
-			if s.buf[s.start] == '\n' {
-				s.start++
-			}
-			s.skipLF = false
-		}
-		b := s.buf[s.start:s.end]
-		if i := indexEOL(b); i >= 0 {
-			if i > s.maxLine {
-				return nil, errLineTooLong
-			}
-			if b[i] == '\r' {
-				s.skipLF = true
-			}
-			s.start += i + 1
-			return b[:i], nil
-		}
-		if len(b) > s.maxLine {
-			return nil, errLineTooLong
-		}
-		if s.err != nil {
-			return nil, s.err
-		}
-		s.fill()
-	}
-}
-
-// indexEOL finds the first CR or LF.
-func indexEOL(b []byte) int {
-	i := bytes.IndexByte(b, '\n')
-	if i < 0 {
-		return bytes.IndexByte(b, '\r')
-	}
-	if j := bytes.IndexByte(b[:i], '\r'); j >= 0 {
-		return j
-	}
-	return i
-}
-
-// fill reads once from the underlying reader, compacting or growing the
-// buffer first. The buffer never grows beyond maxLine+1 bytes, which is
-// enough to see a maximal line's terminator.
-func (s *sseReader) fill() {
-	if s.start > 0 {
-		s.end = copy(s.buf, s.buf[s.start:s.end])
-		s.start = 0
-	}
-	if s.end == len(s.buf) {
-		n := min(2*len(s.buf), s.maxLine+1)
-		nb := make([]byte, n)
-		copy(nb, s.buf[:s.end])
-		s.buf = nb
-	}
-	n, err := s.r.Read(s.buf[s.end:])
-	now := time.Now()
-	if n < 0 || n > len(s.buf)-s.end {
-		n, err = 0, fmt.Errorf("body reader returned invalid count %d", n)
-	}
-	if n > 0 {
-		s.readAt = now
-		s.empty = 0
-		s.end += n
-		s.total += int64(n)
-		if s.maxBody > 0 && s.total > s.maxBody {
-			s.err = errBodyTooLarge
-			return
-		}
-	} else if err == nil {
-		s.empty++
-		if s.empty >= 100 {
-			err = errNoProgress
-		}
-	}
-	if err != nil {
-		s.err = err
-	}
 }

@@ -286,27 +286,7 @@ func (in *TensorInput) values(req *Request) (vals []any, ok bool) {
 // vLLM SamplingParams fields a probe sets.
 func samplingParameters(req *Request) string {
 	m := map[string]any{}
-	if req.MaxTokens > 0 {
-		m["max_tokens"] = req.MaxTokens
-	}
-	if req.Temperature != nil {
-		m["temperature"] = *req.Temperature
-	}
-	if req.TopP != nil {
-		m["top_p"] = *req.TopP
-	}
-	if req.Seed != nil {
-		m["seed"] = *req.Seed
-	}
-	if req.IgnoreEOS {
-		m["ignore_eos"] = true
-	}
-	if req.MinTokens > 0 {
-		m["min_tokens"] = req.MinTokens
-	}
-	if len(req.Stop) > 0 {
-		m["stop"] = req.Stop
-	}
+	req.putVLLMSampling(m)
 	b, err := json.Marshal(m)
 	if err != nil {
 		return "{}"

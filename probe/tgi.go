@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -69,16 +68,7 @@ func (d *tgiDriver) Probe(ctx context.Context, req *Request) *Result {
 	if req.Stream {
 		endpoint = d.streamURL
 	}
-	ex := d.t.start(ctx, r, endpoint, body, err, req.Stream)
-	if ex == nil {
-		return r
-	}
-	defer ex.finish()
-	if ex.streamed(req.Stream) {
-		d.readStream(ex, r)
-	} else {
-		d.readBody(ex, r, req.Stream)
-	}
+	d.t.roundTrip(ctx, r, endpoint, body, err, req.Stream, req.Stream, d)
 	return r
 }
 
@@ -111,13 +101,7 @@ func tgiRequestBody(req *Request) ([]byte, error) {
 	if len(req.Stop) > 0 {
 		params["stop"] = req.Stop
 	}
-	for k, v := range req.Extra {
-		if v == nil {
-			delete(params, k)
-		} else {
-			params[k] = v
-		}
-	}
+	setFields(params, req.Extra)
 	// The native API applies no chat template; see promptFromMessages.
 	inputs := req.promptText()
 	return json.Marshal(struct {
@@ -202,10 +186,7 @@ type tgiStream struct {
 // onEvent handles one SSE event; it returns true when the stream is over
 // (r.Outcome set).
 func (st *tgiStream) onEvent(ev *sseEvent, r *Result) bool {
-	fail := func(o Outcome, err error) bool {
-		r.Outcome, r.Err, r.EndToEnd = o, err, ev.At.Sub(r.Start)
-		return true
-	}
+	fail := func(o Outcome, err error) bool { return r.end(ev.At, o, err) }
 	if typ := string(ev.Type); typ != "" && typ != "message" {
 		return false
 	}
@@ -228,14 +209,9 @@ func (st *tgiStream) onEvent(ev *sseEvent, r *Result) bool {
 			// text: they must not end TTFT early.
 			st.pending++
 		} else {
-			if len(r.Chunks) >= maxChunks {
-				return fail(OutcomeProtocolError, fmt.Errorf("more than %d output chunks", maxChunks))
+			if err := r.addChunk(ev.At, 1+st.pending); err != nil {
+				return fail(OutcomeProtocolError, err)
 			}
-			at := ev.At.Sub(r.Start)
-			if len(r.Chunks) == 0 {
-				r.TTFT = at
-			}
-			r.Chunks = append(r.Chunks, Chunk{At: at, Tokens: 1 + st.pending})
 			st.pending = 0
 		}
 	}
@@ -244,9 +220,7 @@ func (st *tgiStream) onEvent(ev *sseEvent, r *Result) bool {
 			st.details = dt
 			r.FinishReason = sanitize([]byte(dt.FinishReason))
 		}
-		r.Outcome = OutcomeSuccess
-		r.EndToEnd = ev.At.Sub(r.Start)
-		return true
+		return r.end(ev.At, OutcomeSuccess, nil)
 	}
 	return false
 }
@@ -264,27 +238,10 @@ func (st *tgiStream) finish(r *Result) {
 }
 
 func (d *tgiDriver) readStream(ex *exchange, r *Result) {
-	opts := d.t.opts
-	sr := newSSEReader(ex.body, opts.MaxLineBytes, opts.MaxResponseBytes)
 	var st tgiStream
-	for {
-		ev, err := sr.next()
-		if err != nil {
-			r.EndToEnd = time.Since(r.Start)
-			if errors.Is(err, io.EOF) {
-				r.Outcome = OutcomeIncomplete
-				r.Err = fmt.Errorf("stream ended without the final event (generated_text, details) after %d tokens", st.tokens)
-			} else {
-				r.Outcome, r.Err = ex.classify(err, "reading the stream")
-			}
-			break
-		}
-		if st.onEvent(ev, r) {
-			if r.Outcome == OutcomeSuccess {
-				ex.drain(sr.skip)
-			}
-			break
-		}
+	handle := func(ev *sseEvent) bool { return st.onEvent(ev, r) }
+	if err := ex.readEvents(handle, r); err != nil {
+		ex.streamBroke(r, err, fmt.Errorf("stream ended without the final event (generated_text, details) after %d tokens", st.tokens))
 	}
 	st.finish(r)
 }
@@ -292,13 +249,8 @@ func (d *tgiDriver) readStream(ex *exchange, r *Result) {
 // readBody handles a whole JSON answer of /generate, or a JSON answer to a
 // streaming request (an error, or a server that ignored the endpoint).
 func (d *tgiDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
-	data, ok := ex.readAll(r)
-	if !ok {
-		return
-	}
 	var e tgiEvent
-	if err := e.decode(bytes.TrimSpace(data)); err != nil {
-		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("answer is not a valid JSON object (%v): %s", err, sanitize(data))
+	if !ex.readAnswer(r, "a valid JSON object", e.decode) {
 		return
 	}
 	if ae, ok := tgiError(&e.errorFields); ok {

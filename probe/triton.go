@@ -102,23 +102,25 @@ func realFinishReason(s string) string {
 // from the server when the response carried num_output_tokens, else it is
 // one decoding step (TensorRT-LLM streams one response per step).
 type tritonCounts struct {
-	server    []bool
+	// counted is how many chunks have our count rather than the server's;
+	// the total is the server's only when none has.
+	counted   int
 	anyFinish bool // some response carried a finish_reason output
 }
 
-func (c *tritonCounts) add(r *Result, at time.Duration, n int, fromServer bool) bool {
-	if len(r.Chunks) >= maxChunks {
-		return false
-	}
+// add records an output chunk read at `at`; n and fromServer are the
+// response's num_output_tokens, if it had a usable one.
+func (c *tritonCounts) add(r *Result, at time.Time, n int, fromServer bool) error {
 	if !fromServer || n <= 0 || n > maxTokensPerChunk {
 		n, fromServer = 1, false
 	}
-	if len(r.Chunks) == 0 {
-		r.TTFT = at
+	if err := r.addChunk(at, n); err != nil {
+		return err
 	}
-	r.Chunks = append(r.Chunks, Chunk{At: at, Tokens: n})
-	c.server = append(c.server, fromServer)
-	return true
+	if !fromServer {
+		c.counted++
+	}
+	return nil
 }
 
 // setInputTokens records the server's prompt count from the first
@@ -136,15 +138,8 @@ func (c *tritonCounts) finish(r *Result) {
 	if len(r.Chunks) == 0 {
 		return
 	}
-	n := 0
-	all := true
-	for i, ch := range r.Chunks {
-		n += ch.Tokens
-		all = all && c.server[i]
-	}
-	r.OutputTokens = n
-	r.OutputTokensSource = TokenSourceCounted
-	if all {
+	r.countChunkTokens()
+	if c.counted == 0 {
 		r.OutputTokensSource = TokenSourceServer
 	}
 }

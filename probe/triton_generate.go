@@ -74,16 +74,7 @@ func (d *tritonGenerateDriver) Probe(ctx context.Context, req *Request) *Result 
 			endpoint += "_stream"
 		}
 	}
-	ex := d.t.start(ctx, r, endpoint, body, err, req.Stream)
-	if ex == nil {
-		return r
-	}
-	defer ex.finish()
-	if ex.streamed(req.Stream) {
-		d.readStream(ex, r)
-	} else {
-		d.readBody(ex, r, req.Stream)
-	}
+	d.t.roundTrip(ctx, r, endpoint, body, err, req.Stream, req.Stream, d)
 	return r
 }
 
@@ -105,13 +96,7 @@ func (d *tritonGenerateDriver) requestBody(req *Request, id string) ([]byte, err
 		}
 		m[in.Name] = v
 	}
-	for k, v := range req.Extra {
-		if v == nil {
-			delete(m, k)
-		} else {
-			m[k] = v
-		}
-	}
+	setFields(m, req.Extra)
 	return json.Marshal(m)
 }
 
@@ -239,79 +224,84 @@ func tritonStreamError(msg string) (Outcome, error) {
 	return OutcomeHTTP5xx, fmt.Errorf("mid-stream server error: %s", msg)
 }
 
+// genStream accumulates one generate_stream answer.
+type genStream struct {
+	d          *tritonGenerateDriver
+	counts     tritonCounts
+	responses  int
+	lastFinish string
+}
+
 func (d *tritonGenerateDriver) readStream(ex *exchange, r *Result) {
-	opts := d.t.opts
-	sr := newSSEReader(ex.body, opts.MaxLineBytes, opts.MaxResponseBytes)
-	var counts tritonCounts
-	responses := 0
-	lastFinish := ""
-	defer counts.finish(r)
-	for {
-		ev, err := sr.next()
-		if err != nil {
-			r.EndToEnd = time.Since(r.Start)
-			if !ex.body.last.IsZero() {
-				r.EndToEnd = ex.body.last.Sub(r.Start)
-			}
-			switch {
-			case !errors.Is(err, io.EOF):
-				r.Outcome, r.Err = ex.classify(err, "reading the stream")
-			case responses == 0:
-				r.Outcome, r.Err = OutcomeIncomplete, errors.New("stream closed before any response")
-			case counts.anyFinish && lastFinish == "":
-				r.Outcome, r.Err = OutcomeIncomplete, fmt.Errorf("stream closed after %d responses, the last without a finish_reason", responses)
-			default:
-				r.Outcome = OutcomeSuccess
-				r.FinishReason = lastFinish
-			}
-			return
+	st := genStream{d: d}
+	handle := func(ev *sseEvent) bool { return st.onEvent(ev, r) }
+	if err := ex.readEvents(handle, r); err != nil {
+		st.ended(ex, r, err)
+	}
+	st.counts.finish(r)
+}
+
+// onEvent handles one SSE event; it returns true when the stream failed
+// (r.Outcome set). Success comes only with the end of the body.
+func (st *genStream) onEvent(ev *sseEvent, r *Result) bool {
+	fail := func(o Outcome, err error) bool { return r.end(ev.At, o, err) }
+	data := bytes.TrimSpace(ev.Data)
+	if len(data) == 0 {
+		return false
+	}
+	if typ := string(ev.Type); typ == "error" {
+		return fail(tritonStreamError(sanitize(data)))
+	} else if typ != "" && typ != "message" {
+		return false
+	}
+	g, err := st.d.parseGenerate(data)
+	if err != nil {
+		return fail(OutcomeProtocolError, fmt.Errorf("response %d is not a valid generate response (%v): %s", st.responses+1, err, sanitize(data)))
+	}
+	if g.err != nil {
+		return fail(tritonStreamError(*g.err))
+	}
+	st.responses++
+	setInputTokens(r, g.inputTokens, g.hasInput)
+	if g.hasFinish {
+		st.counts.anyFinish = true
+		st.lastFinish = g.finish
+	}
+	if g.text {
+		if err := st.counts.add(r, ev.At, g.tokens, g.hasTokens); err != nil {
+			return fail(OutcomeProtocolError, err)
 		}
-		fail := func(o Outcome, err error) {
-			r.Outcome, r.Err, r.EndToEnd = o, err, ev.At.Sub(r.Start)
-		}
-		data := bytes.TrimSpace(ev.Data)
-		if len(data) == 0 {
-			continue
-		}
-		if typ := string(ev.Type); typ == "error" {
-			fail(tritonStreamError(sanitize(data)))
-			return
-		} else if typ != "" && typ != "message" {
-			continue
-		}
-		g, err := d.parseGenerate(data)
-		if err != nil {
-			fail(OutcomeProtocolError, fmt.Errorf("response %d is not a valid generate response (%v): %s", responses+1, err, sanitize(data)))
-			return
-		}
-		if g.err != nil {
-			fail(tritonStreamError(*g.err))
-			return
-		}
-		responses++
-		setInputTokens(r, g.inputTokens, g.hasInput)
-		if g.hasFinish {
-			counts.anyFinish = true
-			lastFinish = g.finish
-		}
-		if g.text {
-			if !counts.add(r, ev.At.Sub(r.Start), g.tokens, g.hasTokens) {
-				fail(OutcomeProtocolError, fmt.Errorf("more than %d output chunks", maxChunks))
-				return
-			}
-		}
+	}
+	return false
+}
+
+// ended judges the end of the body, err (io.EOF for a clean close).
+func (st *genStream) ended(ex *exchange, r *Result, err error) {
+	r.EndToEnd = time.Since(r.Start)
+	if !ex.body.last.IsZero() {
+		r.EndToEnd = ex.body.last.Sub(r.Start)
+	}
+	switch {
+	case !errors.Is(err, io.EOF):
+		r.Outcome, r.Err = ex.classify(err, "reading the stream")
+	case st.responses == 0:
+		r.Outcome, r.Err = OutcomeIncomplete, errors.New("stream closed before any response")
+	case st.counts.anyFinish && st.lastFinish == "":
+		r.Outcome, r.Err = OutcomeIncomplete, fmt.Errorf("stream closed after %d responses, the last without a finish_reason", st.responses)
+	default:
+		r.Outcome = OutcomeSuccess
+		r.FinishReason = st.lastFinish
 	}
 }
 
 // readBody handles a whole JSON answer (non-streaming, or an error).
 func (d *tritonGenerateDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
-	data, ok := ex.readAll(r)
-	if !ok {
-		return
+	var g genResponse
+	decode := func(b []byte) (err error) {
+		g, err = d.parseGenerate(b)
+		return err
 	}
-	g, err := d.parseGenerate(bytes.TrimSpace(data))
-	if err != nil {
-		r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("answer is not a valid generate response (%v): %s", err, sanitize(data))
+	if !ex.readAnswer(r, "a valid generate response", decode) {
 		return
 	}
 	if g.err != nil {

@@ -637,25 +637,21 @@ func (d *tritonGRPCDriver) stream(ctx context.Context, c tritonpb.GRPCInferenceS
 		idle.Reset(d.opts.StreamIdleTimeout)
 		total += int64(proto.Size(m))
 		if total > d.opts.MaxResponseBytes {
-			r.EndToEnd = now.Sub(r.Start)
-			r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("stream exceeds %d bytes (max_response_bytes)", d.opts.MaxResponseBytes)
+			r.end(now, OutcomeProtocolError, fmt.Errorf("stream exceeds %d bytes (max_response_bytes)", d.opts.MaxResponseBytes))
 			return
 		}
 		if em := m.GetErrorMessage(); em != "" {
-			r.EndToEnd = now.Sub(r.Start)
-			r.Outcome, r.Err = OutcomeGRPCError, fmt.Errorf("stream response error_message after %d responses: %s", responses, sanitize([]byte(em)))
+			r.end(now, OutcomeGRPCError, fmt.Errorf("stream response error_message after %d responses: %s", responses, sanitize([]byte(em))))
 			return
 		}
 		ir := m.GetInferResponse()
 		if ir == nil {
-			r.EndToEnd = now.Sub(r.Start)
-			r.Outcome, r.Err = OutcomeProtocolError, errors.New("stream response without infer_response or error_message")
+			r.end(now, OutcomeProtocolError, errors.New("stream response without infer_response or error_message"))
 			return
 		}
 		t, err := d.readResponse(ir)
 		if err != nil {
-			r.EndToEnd = now.Sub(r.Start)
-			r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("response %d: %w", responses+1, err)
+			r.end(now, OutcomeProtocolError, fmt.Errorf("response %d: %w", responses+1, err))
 			return
 		}
 		responses++
@@ -668,9 +664,8 @@ func (d *tritonGRPCDriver) stream(ctx context.Context, c tritonpb.GRPCInferenceS
 			}
 		}
 		if t.text && r.Streamed {
-			if !counts.add(r, now.Sub(r.Start), t.tokens, t.hasTokens) {
-				r.EndToEnd = now.Sub(r.Start)
-				r.Outcome, r.Err = OutcomeProtocolError, fmt.Errorf("more than %d output chunks", maxChunks)
+			if err := counts.add(r, now, t.tokens, t.hasTokens); err != nil {
+				r.end(now, OutcomeProtocolError, err)
 				return
 			}
 		}
@@ -679,8 +674,8 @@ func (d *tritonGRPCDriver) stream(ctx context.Context, c tritonpb.GRPCInferenceS
 			r.OutputTokensSource = TokenSourceServer
 		}
 		if t.final {
-			r.EndToEnd = now.Sub(r.Start)
-			r.Outcome, r.FinishReason = OutcomeSuccess, lastFinish
+			r.end(now, OutcomeSuccess, nil)
+			r.FinishReason = lastFinish
 			// Let the server end the RPC (it does once our half-closed
 			// stream has no request left), so it does not log a cancel.
 			idle.Stop()
