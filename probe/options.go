@@ -18,7 +18,7 @@ const (
 	DefaultConnectTimeout    = 10 * time.Second
 )
 
-// Protocol names accepted by NewDriver.
+// Protocol names accepted by NewDriver; Protocols() describes each.
 const (
 	ProtocolOpenAIChat        = "openai_chat"
 	ProtocolOpenAICompletions = "openai_completions"
@@ -27,13 +27,6 @@ const (
 	ProtocolTritonGenerate    = "triton_generate"
 	ProtocolTritonGRPC        = "triton_grpc"
 )
-
-// SupportedProtocols lists the protocols NewDriver can build, for config
-// validation and help texts.
-func SupportedProtocols() []string {
-	return []string{ProtocolOpenAIChat, ProtocolOpenAICompletions, ProtocolTGI, ProtocolOllama,
-		ProtocolTritonGenerate, ProtocolTritonGRPC}
-}
 
 // TargetOptions is everything a driver needs to know about one target.
 // The config layer fills it; zero values mean the defaults above.
@@ -101,31 +94,11 @@ func NewDriver(protocol string, opts TargetOptions, logger *slog.Logger) (Driver
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	var chat bool
-	switch protocol {
-	case ProtocolOpenAIChat:
-		chat = true
-	case ProtocolOpenAICompletions:
-	case ProtocolTritonGenerate:
-		return newTritonGenerateDriver(opts.withDefaults(), logger.With("protocol", protocol))
-	case ProtocolTritonGRPC:
-		return newTritonGRPCDriver(opts.withDefaults(), logger.With("protocol", protocol))
-	case ProtocolTGI:
-		return newTGIDriver(opts.withDefaults(), logger.With("protocol", protocol))
-	case ProtocolOllama:
-		return newOllamaDriver(opts.withDefaults(), logger.With("protocol", protocol))
-	default:
+	p := lookupProtocol(protocol)
+	if p == nil {
 		return nil, fmt.Errorf("unknown protocol %q (supported: %s)", protocol, strings.Join(SupportedProtocols(), ", "))
 	}
-	t, err := newHTTPTarget(opts.withDefaults(), logger.With("protocol", protocol))
-	if err != nil {
-		return nil, err
-	}
-	endpoint := "/completions"
-	if chat {
-		endpoint = "/chat/completions"
-	}
-	return &openAIDriver{t: t, chat: chat, url: endpointURL(t.base, endpoint)}, nil
+	return p.newDriver(opts.withDefaults(), logger.With("protocol", protocol))
 }
 
 // parseBaseURL checks that a target URL is absolute http(s) with a host.
