@@ -3,6 +3,7 @@ package collector
 import (
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -79,5 +80,20 @@ func TestServerKindTable(t *testing.T) {
 	}
 	if got := detectKind(fams); got != KindTriton {
 		t.Errorf("Triton with the vLLM backend detected as %q", got)
+	}
+}
+
+// TestServerMetricsNoTimeout: a target given without a timeout (config
+// always sets one) is reported down, never fetched without a bound.
+func TestServerMetricsNoTimeout(t *testing.T) {
+	var asked atomic.Bool
+	ts := textServer(t, "", func() string { asked.Store(true); return vllmText })
+	c, logs, reg := newTestServerMetrics(t)
+	c.SetTargets([]ServerTarget{{Name: "t", URL: ts.URL, Kind: KindVLLM}})
+	if got := gatherValues(t, reg); got[`llm_server_up{target="t"}`] != 0 || asked.Load() {
+		t.Errorf("target without a timeout: up %v, asked %t", got[`llm_server_up{target="t"}`], asked.Load())
+	}
+	if !strings.Contains(logs.String(), errNoTimeout.Error()) {
+		t.Errorf("no log line:\n%s", logs)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/common/model"
 	"gopkg.in/yaml.v3"
 
+	"github.com/llm-prober/llm-prober/collector"
 	"github.com/llm-prober/llm-prober/probe"
 )
 
@@ -166,10 +167,9 @@ func (m *GPUMode) UnmarshalYAML(n *yaml.Node) error {
 // Protocols the prober can speak: exactly those with a driver.
 func Protocols() []string { return probe.SupportedProtocols() }
 
-// ServerKinds are the model servers whose metrics can be normalised.
-func ServerKinds() []string {
-	return []string{"auto", "vllm", "triton", "tgi", "sglang", "llamacpp"}
-}
+// ServerKinds are the model servers whose metrics can be normalised, auto
+// first: collector's server-kind table.
+func ServerKinds() []string { return collector.ServerKinds() }
 
 // Defaults, in one place so `check-config --print` and docs agree.
 const (
@@ -220,7 +220,7 @@ func (c *Config) applyDefaults() {
 		}
 		if sm := t.ServerMetrics; sm != nil {
 			if sm.Kind == "" {
-				sm.Kind = "auto"
+				sm.Kind = collector.KindAuto
 			}
 			if sm.Timeout == 0 {
 				sm.Timeout = model.Duration(DefaultServerMetricsTime)
@@ -625,4 +625,46 @@ func (t *Target) DriverOptions() probe.TargetOptions {
 		MaxResponseBytes:      t.MaxResponseBytes,
 		Triton:                t.Triton.Options(),
 	}
+}
+
+// ServerTargets is what the model-server collector scrapes: the
+// server_metrics of every target that has them, in target order. Meant for
+// SafeConfig.OnChange with collector.ServerMetrics.SetTargets.
+func (c *Config) ServerTargets() []collector.ServerTarget {
+	var ts []collector.ServerTarget
+	for _, t := range c.Targets {
+		if t == nil || t.ServerMetrics == nil {
+			continue
+		}
+		ts = append(ts, collector.ServerTarget{
+			Name:      t.Name,
+			URL:       t.ServerMetrics.URL,
+			Kind:      t.ServerMetrics.Kind,
+			Timeout:   time.Duration(t.ServerMetrics.Timeout),
+			TLSConfig: t.TLSConfig,
+		})
+	}
+	return ts
+}
+
+// Settings is the gpus section in the GPU collector's terms, for
+// collector.GPUCollector.Apply.
+func (g GPUs) Settings() collector.GPUSettings {
+	mode := collector.GPUAuto
+	switch g.Enabled {
+	case "true":
+		mode = collector.GPUOn
+	case "false":
+		mode = collector.GPUOff
+	}
+	return collector.GPUSettings{Mode: mode, Library: g.Library, Devices: slices.Clone(g.Devices)}
+}
+
+// CollectorSLO is the probe's SLO in the probe metrics' terms (the zero
+// SLO when the probe declares none), for collector.ProbeSeries.
+func (p *Probe) CollectorSLO() collector.SLO {
+	if p.SLO == nil {
+		return collector.SLO{}
+	}
+	return collector.SLO{TTFT: time.Duration(p.SLO.TTFT), TPOT: time.Duration(p.SLO.TPOT), Objective: p.SLO.Objective}
 }
