@@ -231,7 +231,10 @@ func (c *Config) applyDefaults() {
 				continue
 			}
 			if p.Stream == nil {
-				p.Stream = new(true)
+				// Streamed where the protocol can stream: only streams
+				// have TTFT and ITL.
+				proto, known := probe.LookupProtocol(t.Protocol)
+				p.Stream = new(proto.Streams || !known)
 			}
 			if p.Timeout == 0 {
 				p.Timeout = t.Timeout
@@ -299,31 +302,15 @@ func (c *Config) validate(d *decoder) {
 }
 
 func (c *Config) validateTarget(d *decoder, path string, t *Target) {
-	if !slices.Contains(Protocols(), t.Protocol) {
+	proto, known := probe.LookupProtocol(t.Protocol)
+	if !known {
 		if t.Protocol == "" {
 			d.at(path+".protocol", "missing protocol; want one of %s", strings.Join(Protocols(), ", "))
 		} else {
 			d.at(path+".protocol", "unknown protocol %q; want one of %s", t.Protocol, strings.Join(Protocols(), ", "))
 		}
 	}
-	switch {
-	case t.URL != "" && t.Address != "":
-		d.at(path+".address", "set either url (HTTP protocols) or address (gRPC host:port), not both")
-	case t.URL != "":
-		validateHTTPURL(d, path+".url", t.URL)
-	case t.Address != "":
-		if _, port, err := net.SplitHostPort(t.Address); err != nil || port == "" {
-			d.at(path+".address", "invalid address %q; want host:port", t.Address)
-		} else if strings.HasPrefix(t.Protocol, "openai") {
-			d.at(path+".address", "protocol %s talks HTTP; set url: http://%s instead of address", t.Protocol, t.Address)
-		}
-	default:
-		if t.Protocol == probe.ProtocolTritonGRPC {
-			d.at(path, "missing address; set address: host:port of Triton's gRPC port (e.g. localhost:8001)")
-		} else {
-			d.at(path, "missing url; set url: http://host:port of the server")
-		}
-	}
+	validateEndpoint(d, path, t, proto, known)
 	if !validLabelValue(t.Model) {
 		if t.Model == "" {
 			d.at(path+".model", "missing model; set the model name the server serves (see its /v1/models)")
@@ -341,7 +328,7 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 			d.at(join(path+".headers", name), "Authorization is set from the API key; remove this header or the api_key_* setting")
 		}
 	}
-	if t.FollowRedirects && t.Protocol == probe.ProtocolTritonGRPC {
+	if t.FollowRedirects && known && proto.Endpoint != probe.EndpointURL {
 		d.at(path+".follow_redirects", "applies to HTTP protocols only; gRPC has no redirects")
 	}
 	positive(d, path+".timeout", t.Timeout)
@@ -387,6 +374,9 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 		if _, ok := c.Workloads[p.Workload]; !ok {
 			d.at(pp+".workload", "unknown workload %q; define it under workloads: (have: %s)", p.Workload, strings.Join(sortedNames(c.Workloads), ", "))
 		}
+		if known && !proto.Streams && p.Streaming() {
+			d.at(pp+".stream", "protocol %s cannot stream; set stream: false", t.Protocol)
+		}
 		p.Schedule.validate(d, pp+".schedule", t.MaxInFlight)
 		positive(d, pp+".timeout", p.Timeout)
 		if s := p.SLO; s != nil {
@@ -403,6 +393,45 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 				d.at(pp+".slo.objective", "objective %v must be a ratio between 0 and 1 exclusive, e.g. 0.99", s.Objective)
 			}
 		}
+	}
+}
+
+// validateEndpoint checks that the target gives the endpoint its protocol
+// takes (the protocol table's url or address) and that it is well formed.
+// An unknown protocol is reported on its own; then only the form is checked.
+func validateEndpoint(d *decoder, path string, t *Target, proto probe.Protocol, known bool) {
+	want := probe.EndpointURL
+	if known {
+		want = proto.Endpoint
+	}
+	switch {
+	case t.URL != "" && t.Address != "":
+		d.at(path+".address", "set either url (HTTP protocols) or address (gRPC host:port), not both")
+	case t.URL != "" && want == probe.EndpointAddress:
+		d.at(path+".url", "protocol %s talks %s; set address: host:port (e.g. localhost:%d) instead of url",
+			t.Protocol, proto.Endpoint.Transport(), proto.DefaultPort)
+	case t.URL != "":
+		validateHTTPURL(d, path+".url", t.URL)
+	case t.Address != "" && known && want == probe.EndpointURL:
+		// Suggest the host and port given, when there are both.
+		hostPort := t.Address
+		if _, port, err := net.SplitHostPort(hostPort); err != nil || port == "" {
+			host := "localhost"
+			if !strings.ContainsAny(t.Address, ":/ \t") {
+				host = t.Address
+			}
+			hostPort = net.JoinHostPort(host, strconv.Itoa(proto.DefaultPort))
+		}
+		d.at(path+".address", "protocol %s talks %s; set url: http://%s instead of address", t.Protocol, proto.Endpoint.Transport(), hostPort)
+	case t.Address != "":
+		if _, port, err := net.SplitHostPort(t.Address); err != nil || port == "" {
+			d.at(path+".address", "invalid address %q; want host:port", t.Address)
+		}
+	case want == probe.EndpointAddress:
+		d.at(path, "missing address; set address: host:port of %s's %s port (e.g. localhost:%d)",
+			proto.Server, proto.Endpoint.Transport(), proto.DefaultPort)
+	default:
+		d.at(path, "missing url; set url: http://host:port of the server")
 	}
 }
 

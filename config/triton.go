@@ -111,19 +111,8 @@ func isTriton(protocol string) bool {
 	return protocol == probe.ProtocolTritonGenerate || protocol == probe.ProtocolTritonGRPC
 }
 
-// validateTriton checks the endpoint form of Triton targets and the
-// triton: block, each problem at its key.
+// validateTriton checks the triton: block, each problem at its key.
 func validateTriton(d *decoder, path string, t *Target) {
-	switch t.Protocol {
-	case probe.ProtocolTritonGRPC:
-		if t.URL != "" {
-			d.at(path+".url", "protocol triton_grpc talks gRPC; set address: host:port (e.g. localhost:8001) instead of url")
-		}
-	case probe.ProtocolTritonGenerate:
-		if t.Address != "" {
-			d.at(path+".address", "protocol triton_generate talks HTTP; set url: http://%s instead of address", t.Address)
-		}
-	}
 	tr := t.Triton
 	if tr == nil {
 		return
