@@ -75,6 +75,9 @@ type Target struct {
 
 	ServerMetrics *ServerMetrics `yaml:"server_metrics,omitempty"`
 	Probes        []*Probe       `yaml:"probes"`
+
+	// triton is Triton's probe-side options, preset applied at load.
+	triton probe.TritonOptions
 }
 
 // Ollama selects how an ollama target is probed.
@@ -579,6 +582,7 @@ func Parse(b []byte, name, dir string, getenv func(string) string) (*Config, err
 	if err := d.err(); err != nil {
 		return nil, err
 	}
+	cfg.resolveTriton(d)
 	cfg.resolveSecrets(d, dir, getenv)
 	cfg.loadPromptFiles(d, dir)
 	if err := d.err(); err != nil {
@@ -633,7 +637,9 @@ func (c *Config) redacted() *Config {
 }
 
 // DriverOptions is what a probe driver needs to know about the target: the
-// one conversion from configuration to the probe package's terms.
+// one conversion from configuration to the probe package's terms. It copies
+// what the load resolved (defaults, secrets, the Triton preset), so it
+// cannot fail; call it on targets of a loaded Config.
 func (t *Target) DriverOptions() probe.TargetOptions {
 	var ollamaAPI string
 	if t.Ollama != nil {
@@ -652,8 +658,18 @@ func (t *Target) DriverOptions() probe.TargetOptions {
 		FollowRedirects:       t.FollowRedirects,
 		StreamIdleTimeout:     time.Duration(t.StreamIdleTimeout),
 		MaxResponseBytes:      t.MaxResponseBytes,
-		Triton:                t.Triton.Options(),
+		Triton:                t.tritonOptions(),
 	}
+}
+
+// tritonOptions is a copy of the resolved Triton options, so that every
+// driver gets its own input and output lists, as when they were built per
+// call.
+func (t *Target) tritonOptions() probe.TritonOptions {
+	o := t.triton
+	o.Inputs = slices.Clone(o.Inputs)
+	o.Outputs = slices.Clone(o.Outputs)
+	return o
 }
 
 // ServerTargets is what the model-server collector scrapes: the

@@ -1,11 +1,13 @@
 package config
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/llm-prober/llm-prober/collector"
+	"github.com/llm-prober/llm-prober/probe"
 )
 
 func TestServerTargets(t *testing.T) {
@@ -53,5 +55,48 @@ func TestCollectorSLO(t *testing.T) {
 	}
 	if got := ps[1].CollectorSLO(); got != (collector.SLO{}) {
 		t.Errorf("no slo: %+v", got)
+	}
+}
+
+// TestTritonResolvedAtLoad: DriverOptions carries the preset applied at
+// load, the same as resolving it now, and each call gets its own lists.
+func TestTritonResolvedAtLoad(t *testing.T) {
+	src := `targets:
+  - {name: a, protocol: triton_grpc, address: "localhost:8001", model: m, probes: [{name: p, schedule: {every: 1s}}]}
+  - name: b
+    protocol: triton_generate
+    url: http://localhost:8000
+    model: m
+    triton:
+      preset: vllm_backend
+      inputs: [{name: top_k, datatype: INT32, shape: [1], constant: 1}]
+      outputs: [text_output]
+    probes: [{name: p, schedule: {every: 1s}}]
+  - {name: c, protocol: openai_chat, url: "http://localhost:8000", model: m, probes: [{name: p, schedule: {every: 1s}}]}
+`
+	cfg, err := Parse([]byte(src), "x.yml", ".", noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tg := range cfg.Targets {
+		want, err := tg.Triton.Options()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := tg.DriverOptions().Triton
+		if !reflect.DeepEqual(got, want) || len(got.Inputs) == 0 {
+			t.Errorf("%s: DriverOptions().Triton = %+v, want %+v", tg.Name, got, want)
+		}
+		got.Inputs[0].Name = "changed"
+		if tg.DriverOptions().Triton.Inputs[0].Name == "changed" {
+			t.Errorf("%s: DriverOptions shares its input list", tg.Name)
+		}
+	}
+	vllm, _ := probe.TritonPreset(probe.PresetVLLMBackend)
+	if in := cfg.Targets[1].DriverOptions().Triton.Inputs; len(in) != len(vllm)+1 || in[len(in)-1].Name != "top_k" {
+		t.Errorf("vllm_backend preset plus top_k: %+v", in)
+	}
+	if _, err := (&Triton{Preset: "trtllm"}).Options(); err == nil {
+		t.Error("unknown preset: no error")
 	}
 }

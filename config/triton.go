@@ -79,17 +79,25 @@ func normaliseConstant(c any) any {
 	return c
 }
 
-// Options is the probe-side form, preset applied.
-func (t *Triton) Options() probe.TritonOptions {
+// Options is the probe-side form, preset applied. It fails only on an
+// unknown preset, which validation rejects first; a loaded Target keeps the
+// result (DriverOptions copies it).
+func (t *Triton) Options() (probe.TritonOptions, error) {
 	if t == nil {
-		in, _ := probe.TritonPreset(probe.PresetTRTLLMEnsemble)
-		return probe.TritonOptions{Inputs: in}
+		in, err := probe.TritonPreset(probe.PresetTRTLLMEnsemble)
+		if err != nil {
+			return probe.TritonOptions{}, err
+		}
+		return probe.TritonOptions{Inputs: in}, nil
 	}
 	preset := t.Preset
 	if preset == "" {
 		preset = probe.PresetTRTLLMEnsemble
 	}
-	base, _ := probe.TritonPreset(preset)
+	base, err := probe.TritonPreset(preset)
+	if err != nil {
+		return probe.TritonOptions{}, err
+	}
 	over := make([]probe.TensorInput, 0, len(t.Inputs))
 	for i := range t.Inputs {
 		over = append(over, t.Inputs[i].probeInput())
@@ -103,6 +111,21 @@ func (t *Triton) Options() probe.TritonOptions {
 		KeepaliveTimeout: time.Duration(t.KeepaliveTimeout),
 		MaxMessageBytes:  t.MaxMessageBytes,
 		Decoupled:        t.Decoupled,
+	}, nil
+}
+
+// resolveTriton applies every target's Triton preset once, at load.
+func (c *Config) resolveTriton(d *decoder) {
+	for i, t := range c.Targets {
+		if t == nil {
+			continue
+		}
+		opts, err := t.Triton.Options()
+		if err != nil {
+			d.at(fmt.Sprintf("targets[%d].triton.preset", i), "%v", err)
+			continue
+		}
+		t.triton = opts
 	}
 }
 
