@@ -174,11 +174,18 @@ func Protocols() []string { return probe.SupportedProtocols() }
 // first: collector's server-kind table.
 func ServerKinds() []string { return collector.ServerKinds() }
 
-// Defaults, in one place so `check-config --print` and docs agree.
+// Defaults, in one place so `check-config --print` and docs agree. Config
+// applies every one of them at load, so no downstream package needs its own
+// default for a configured value: DriverOptions, ServerTargets and
+// Settings always carry the effective values.
 const (
-	DefaultTimeout           = 60 * time.Second
-	DefaultStreamIdleTimeout = 30 * time.Second
-	DefaultMaxResponseBytes  = 64 << 20
+	DefaultTimeout = 60 * time.Second
+	// DefaultStreamIdleTimeout and DefaultMaxResponseBytes take the value
+	// probe.NewDriver gives options that leave them unset (drivers built
+	// without a config: tests, benchmark harnesses), so that the number
+	// is written once and both ways of building a driver agree.
+	DefaultStreamIdleTimeout = probe.DefaultStreamIdleTimeout
+	DefaultMaxResponseBytes  = probe.DefaultMaxResponseBytes
 	DefaultServerMetricsTime = 5 * time.Second
 	DefaultObjective         = 0.99
 	DefaultMaxTokens         = 128

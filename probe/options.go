@@ -10,12 +10,21 @@ import (
 	promconfig "github.com/prometheus/common/config"
 )
 
-// Defaults applied by NewDriver to zero TargetOptions fields.
+// What NewDriver applies to zero TargetOptions fields.
 const (
+	// DefaultStreamIdleTimeout and DefaultMaxResponseBytes bound options
+	// that leave the configurable stream_idle_timeout and
+	// max_response_bytes unset. config defaults them to these same values
+	// (config.DefaultStreamIdleTimeout, config.DefaultMaxResponseBytes)
+	// and always sets them, so these are the one definition of each and
+	// only drivers built without a config rely on NewDriver for them.
 	DefaultStreamIdleTimeout = 30 * time.Second
 	DefaultMaxResponseBytes  = 64 << 20
-	DefaultMaxLineBytes      = 1 << 20
-	DefaultConnectTimeout    = 10 * time.Second
+
+	// DefaultMaxLineBytes and DefaultConnectTimeout are internal limits,
+	// not configurable.
+	DefaultMaxLineBytes   = 1 << 20
+	DefaultConnectTimeout = 10 * time.Second
 )
 
 // Protocol names accepted by NewDriver; Protocols() describes each.
@@ -29,7 +38,8 @@ const (
 )
 
 // TargetOptions is everything a driver needs to know about one target.
-// The config layer fills it; zero values mean the defaults above.
+// The config layer fills it (config.Target.DriverOptions); zero values mean
+// the defaults above.
 type TargetOptions struct {
 	// Name identifies the target in logs.
 	Name string
