@@ -220,7 +220,7 @@ func (c *Config) applyDefaults() {
 		if t.MaxInFlight == 0 {
 			t.MaxInFlight = DefaultTargetMaxInFlight
 		}
-		if t.Protocol == probe.ProtocolOllama {
+		if protocolIs(t.Protocol, isOllama) {
 			if t.Ollama == nil {
 				t.Ollama = &Ollama{}
 			}
@@ -351,8 +351,8 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 	}
 	validateTriton(d, path, t)
 	if o := t.Ollama; o != nil {
-		if t.Protocol != probe.ProtocolOllama {
-			d.at(path+".ollama", "ollama settings apply to protocol ollama only, not %s", t.Protocol)
+		if !protocolIs(t.Protocol, isOllama) {
+			d.at(path+".ollama", "ollama settings apply to %s only, not %s", protocolNames(isOllama), t.Protocol)
 		} else if !slices.Contains(probe.OllamaAPIs(), o.API) {
 			d.at(path+".ollama.api", "unknown ollama api %q; want one of %s", o.API, strings.Join(probe.OllamaAPIs(), ", "))
 		}
@@ -404,6 +404,44 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 			}
 		}
 	}
+}
+
+func isOllama(p probe.Protocol) bool { return p.Settings == probe.SettingsOllama }
+
+// protocolIs reports whether name is a protocol of the table whose row
+// passes keep.
+func protocolIs(name string, keep func(probe.Protocol) bool) bool {
+	p, ok := probe.LookupProtocol(name)
+	return ok && keep(p)
+}
+
+// protocolsWhere lists the protocols of the table whose rows pass keep.
+func protocolsWhere(keep func(probe.Protocol) bool) []string {
+	var names []string
+	for _, p := range probe.Protocols() {
+		if keep(p) {
+			names = append(names, p.Name)
+		}
+	}
+	return names
+}
+
+// protocolNames is protocolsWhere for messages: "protocol ollama",
+// "protocols triton_generate and triton_grpc".
+func protocolNames(keep func(probe.Protocol) bool) string {
+	names := protocolsWhere(keep)
+	if len(names) == 1 {
+		return "protocol " + names[0]
+	}
+	return "protocols " + joinAnd(names)
+}
+
+// joinAnd joins words as a sentence does: "a", "a and b", "a, b and c".
+func joinAnd(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
 }
 
 // validateEndpoint checks that the target gives the endpoint its protocol

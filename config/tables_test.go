@@ -179,3 +179,11 @@ func TestDocsNameEveryValue(t *testing.T) {
 		}
 	}
 }
+
+func TestJoinAnd(t *testing.T) {
+	for want, words := range map[string][]string{"": nil, "a": {"a"}, "a and b": {"a", "b"}, "a, b and c": {"a", "b", "c"}} {
+		if got := joinAnd(words); got != want {
+			t.Errorf("joinAnd(%q) = %q, want %q", words, got, want)
+		}
+	}
+}

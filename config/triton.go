@@ -129,11 +129,6 @@ func (c *Config) resolveTriton(d *decoder) {
 	}
 }
 
-// isTriton reports whether the protocol uses the triton: block.
-func isTriton(protocol string) bool {
-	return protocol == probe.ProtocolTritonGenerate || protocol == probe.ProtocolTritonGRPC
-}
-
 // validateTriton checks the triton: block, each problem at its key.
 func validateTriton(d *decoder, path string, t *Target) {
 	tr := t.Triton
@@ -141,8 +136,9 @@ func validateTriton(d *decoder, path string, t *Target) {
 		return
 	}
 	tp := path + ".triton"
-	if !isTriton(t.Protocol) {
-		d.at(tp, "triton settings apply to protocols triton_generate and triton_grpc only, not %s", t.Protocol)
+	isTriton := func(p probe.Protocol) bool { return p.Settings == probe.SettingsTriton }
+	if !protocolIs(t.Protocol, isTriton) {
+		d.at(tp, "triton settings apply to %s only, not %s", protocolNames(isTriton), t.Protocol)
 		return
 	}
 	if tr.Preset != "" && !slices.Contains(probe.TritonPresets(), tr.Preset) {
@@ -194,9 +190,10 @@ func validateTriton(d *decoder, path string, t *Target) {
 			d.at(fmt.Sprintf("%s.outputs[%d]", tp, i), "empty output name")
 		}
 	}
+	isGRPC := func(p probe.Protocol) bool { return isTriton(p) && p.Endpoint == probe.EndpointAddress }
 	grpcOnly := func(key string, set bool) {
-		if set && t.Protocol != probe.ProtocolTritonGRPC {
-			d.at(tp+"."+key, "%s applies to triton_grpc only", key)
+		if set && !protocolIs(t.Protocol, isGRPC) {
+			d.at(tp+"."+key, "%s applies to %s only", key, joinAnd(protocolsWhere(isGRPC)))
 		}
 	}
 	grpcOnly("tls", tr.TLS)

@@ -44,9 +44,19 @@ type Protocol struct {
 	DefaultPort int
 	// Outcomes are the outcome values the protocol's driver can produce.
 	Outcomes []Outcome
+	// Settings names the protocol's own part of TargetOptions, if any:
+	// SettingsTriton (Triton) or SettingsOllama (OllamaAPI). Config
+	// accepts a target's triton: or ollama: block by it.
+	Settings string
 	// newDriver builds the driver from options with defaults applied.
 	newDriver func(TargetOptions, *slog.Logger) (Driver, error)
 }
+
+// Protocol-specific settings (Protocol.Settings).
+const (
+	SettingsTriton = "triton"
+	SettingsOllama = "ollama"
+)
 
 // httpOutcomes and grpcOutcomes are what HTTP and gRPC drivers can end
 // with: only gRPC has grpc_error, only HTTP has status classes.
@@ -66,11 +76,11 @@ var protocols = []Protocol{
 	{Name: ProtocolTGI, Server: "TGI", Endpoint: EndpointURL, Streams: true, DefaultPort: 8080,
 		Outcomes: httpOutcomes, newDriver: newTGIDriver},
 	{Name: ProtocolOllama, Server: "Ollama", Endpoint: EndpointURL, Streams: true, DefaultPort: 11434,
-		Outcomes: httpOutcomes, newDriver: newOllamaDriver},
+		Outcomes: httpOutcomes, Settings: SettingsOllama, newDriver: newOllamaDriver},
 	{Name: ProtocolTritonGenerate, Server: "Triton", Endpoint: EndpointURL, Streams: true, DefaultPort: 8000,
-		Outcomes: httpOutcomes, newDriver: newTritonGenerateDriver},
+		Outcomes: httpOutcomes, Settings: SettingsTriton, newDriver: newTritonGenerateDriver},
 	{Name: ProtocolTritonGRPC, Server: "Triton", Endpoint: EndpointAddress, Streams: true, DefaultPort: 8001,
-		Outcomes: grpcOutcomes, newDriver: newTritonGRPCDriver},
+		Outcomes: grpcOutcomes, Settings: SettingsTriton, newDriver: newTritonGRPCDriver},
 }
 
 // Protocols returns the protocol table (a copy), in table order.

@@ -29,6 +29,9 @@ func TestProtocolTable(t *testing.T) {
 		if p.DefaultPort < 1 || p.DefaultPort > 65535 || p.Server == "" {
 			t.Errorf("%s: default port %d, server %q", p.Name, p.DefaultPort, p.Server)
 		}
+		if p.Settings != "" && p.Settings != probe.SettingsTriton && p.Settings != probe.SettingsOllama {
+			t.Errorf("%s: settings %q", p.Name, p.Settings)
+		}
 		if !p.Streams {
 			// Nothing is wrong with a protocol that cannot stream, but
 			// config validation then rejects stream: true, which no
