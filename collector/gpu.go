@@ -10,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/llm-prober/llm-prober/config"
 	"github.com/llm-prober/llm-prober/internal/nvml"
 )
 
@@ -31,6 +30,41 @@ type GPUOptions struct {
 	Open func(library string) nvml.Interface
 }
 
+// GPUMode says whether the GPU collector loads NVML.
+type GPUMode int
+
+// GPU modes; the zero value is GPUAuto.
+const (
+	// GPUAuto loads NVML when it can and carries on without GPU metrics
+	// (one Info line) when it cannot.
+	GPUAuto GPUMode = iota
+	// GPUOn loads NVML and makes failing to do so Apply's error.
+	GPUOn
+	// GPUOff never loads NVML.
+	GPUOff
+)
+
+// String is the mode as gpus.enabled spells it: auto, true or false.
+func (m GPUMode) String() string {
+	switch m {
+	case GPUOn:
+		return "true"
+	case GPUOff:
+		return "false"
+	}
+	return "auto"
+}
+
+// GPUSettings is what Apply brings the collector in line with: the gpus
+// config section in the collector's terms (config.GPUs.Settings).
+type GPUSettings struct {
+	Mode GPUMode
+	// Library is the NVML library path; "" is the default soname.
+	Library string
+	// Devices limits collection to these GPU indexes; empty is every GPU.
+	Devices []int
+}
+
 // GPUCollector exports per-GPU metrics read through NVML at scrape time.
 // Until Apply loads NVML it collects nothing, so a host without GPUs shows
 // no GPU series at all rather than failures.
@@ -45,7 +79,7 @@ type GPUCollector struct {
 	applyMu sync.Mutex
 
 	mu       sync.Mutex
-	applied  *config.GPUs
+	applied  *GPUSettings
 	applyErr error
 	lib      nvml.Interface // initialised, or nil
 	devices  map[int]bool   // nil: every device
@@ -164,7 +198,7 @@ func NewGPUCollector(opts GPUOptions) *GPUCollector {
 	return c
 }
 
-func libraryName(cfg config.GPUs) string {
+func libraryName(cfg GPUSettings) string {
 	if cfg.Library != "" {
 		return cfg.Library
 	}
@@ -172,11 +206,11 @@ func libraryName(cfg config.GPUs) string {
 }
 
 // Apply brings the collector in line with cfg: loads or unloads NVML and
-// sets the device filter. With enabled: true, failing to initialise NVML is
-// an error (the caller decides whether that stops the process); with auto it
-// is one Info line. An unchanged cfg is a no-op returning the previous
+// sets the device filter. With GPUOn (enabled: true), failing to initialise
+// NVML is an error (the caller decides whether that stops the process); with
+// GPUAuto it is one Info line. An unchanged cfg is a no-op returning the previous
 // result, so reloads of other config sections never re-initialise NVML.
-func (c *GPUCollector) Apply(cfg config.GPUs) error {
+func (c *GPUCollector) Apply(cfg GPUSettings) error {
 	c.applyMu.Lock()
 	defer c.applyMu.Unlock()
 	cfg.Devices = slices.Clone(cfg.Devices)
@@ -201,7 +235,7 @@ func (c *GPUCollector) Apply(cfg config.GPUs) error {
 			c.devices[i] = true
 		}
 	}
-	if old != nil && cfg.Enabled != "false" && libraryName(*prev) == libraryName(cfg) {
+	if old != nil && cfg.Mode != GPUOff && libraryName(*prev) == libraryName(cfg) {
 		c.mu.Unlock()
 		return nil
 	}
@@ -214,13 +248,13 @@ func (c *GPUCollector) Apply(cfg config.GPUs) error {
 			c.logger.Warn("NVML shutdown failed", "err", ret)
 		}
 	}
-	if cfg.Enabled == "false" {
+	if cfg.Mode == GPUOff {
 		c.logger.Info("GPU metrics disabled by config (gpus.enabled: false)")
 		return nil
 	}
 	lib, err := c.initLibrary(cfg)
 	if err != nil {
-		if cfg.Enabled == "true" {
+		if cfg.Mode == GPUOn {
 			err = fmt.Errorf("gpus.enabled is true but NVML cannot be used: %w", err)
 			c.mu.Lock()
 			c.applyErr = err
@@ -236,7 +270,7 @@ func (c *GPUCollector) Apply(cfg config.GPUs) error {
 	return nil
 }
 
-func (c *GPUCollector) initLibrary(cfg config.GPUs) (nvml.Interface, error) {
+func (c *GPUCollector) initLibrary(cfg GPUSettings) (nvml.Interface, error) {
 	name := libraryName(cfg)
 	lib := c.open(cfg.Library)
 	if lib == nil {
@@ -265,8 +299,8 @@ func errOrNil(ret nvml.Return) error {
 	return ret
 }
 
-func gpuConfigEqual(a, b config.GPUs) bool {
-	return a.Enabled == b.Enabled && a.Library == b.Library && slices.Equal(a.Devices, b.Devices)
+func gpuConfigEqual(a, b GPUSettings) bool {
+	return a.Mode == b.Mode && a.Library == b.Library && slices.Equal(a.Devices, b.Devices)
 }
 
 // Err is the error of the last Apply that failed (only enabled: true fails).

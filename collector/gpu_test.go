@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/llm-prober/llm-prober/config"
 	"github.com/llm-prober/llm-prober/internal/nvml"
 	"github.com/llm-prober/llm-prober/internal/nvml/nvmltest"
 )
@@ -51,7 +50,7 @@ func newGPUFixture(t *testing.T, kv map[string]string, omit ...string) *gpuFixtu
 	f.stub.Set(t, kv)
 	f.c = NewGPUCollector(GPUOptions{Logger: slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	t.Cleanup(f.c.Close)
-	if err := f.c.Apply(config.GPUs{Enabled: "true", Library: f.stub.Path}); err != nil {
+	if err := f.c.Apply(GPUSettings{Mode: GPUOn, Library: f.stub.Path}); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
 	f.reg = prometheus.NewPedanticRegistry()
@@ -230,7 +229,7 @@ func TestGPUInitFailure(t *testing.T) {
 			logs := &lockedBuffer{}
 			c := NewGPUCollector(GPUOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 			defer c.Close()
-			err := c.Apply(config.GPUs{Enabled: "true", Library: tc.library})
+			err := c.Apply(GPUSettings{Mode: GPUOn, Library: tc.library})
 			if err == nil || !strings.Contains(err.Error(), "gpus.enabled is true") || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("enabled: true: Apply = %v, want an error mentioning %q", err, tc.wantErr)
 			}
@@ -240,11 +239,11 @@ func TestGPUInitFailure(t *testing.T) {
 
 			c = NewGPUCollector(GPUOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 			defer c.Close()
-			if err := c.Apply(config.GPUs{Enabled: "auto", Library: tc.library}); err != nil {
+			if err := c.Apply(GPUSettings{Mode: GPUAuto, Library: tc.library}); err != nil {
 				t.Fatalf("enabled: auto: Apply = %v, want nil", err)
 			}
 			// Reloads that leave gpus alone stay quiet.
-			if err := c.Apply(config.GPUs{Enabled: "auto", Library: tc.library}); err != nil {
+			if err := c.Apply(GPUSettings{Mode: GPUAuto, Library: tc.library}); err != nil {
 				t.Fatal(err)
 			}
 			if n := strings.Count(logs.String(), "\n"); n != 1 || !strings.Contains(logs.String(), "level=INFO") {
@@ -263,7 +262,7 @@ func TestGPUDisabledNeverLoads(t *testing.T) {
 	opened := 0
 	c := NewGPUCollector(GPUOptions{Open: func(string) nvml.Interface { opened++; return nvml.New() }})
 	defer c.Close()
-	if err := c.Apply(config.GPUs{Enabled: "false"}); err != nil {
+	if err := c.Apply(GPUSettings{Mode: GPUOff}); err != nil {
 		t.Fatal(err)
 	}
 	if opened != 0 {
@@ -334,7 +333,7 @@ llm_gpu_power_watts{gpu="2",name="NVIDIA H100 80GB HBM3",uuid="GPU-aaaaaaaa-bbbb
 
 func TestGPUDevicesFilter(t *testing.T) {
 	f := newGPUFixture(t, nvmltest.Devices(3, nil))
-	if err := f.c.Apply(config.GPUs{Enabled: "true", Library: f.stub.Path, Devices: []int{2, 0, 7}}); err != nil {
+	if err := f.c.Apply(GPUSettings{Mode: GPUOn, Library: f.stub.Path, Devices: []int{2, 0, 7}}); err != nil {
 		t.Fatal(err)
 	}
 	f.compare(t, gpuHelp("llm_gpu_temperature_celsius")+`
@@ -347,7 +346,7 @@ llm_gpu_temperature_celsius{gpu="2",name="NVIDIA H100 80GB HBM3",uuid="GPU-aaaaa
 	}
 	// Dropping the filter on reload brings every device back without
 	// re-initialising NVML.
-	if err := f.c.Apply(config.GPUs{Enabled: "true", Library: f.stub.Path}); err != nil {
+	if err := f.c.Apply(GPUSettings{Mode: GPUOn, Library: f.stub.Path}); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := testutil.GatherAndCount(f.reg, "llm_gpu_info"); n != 3 {
@@ -360,13 +359,13 @@ llm_gpu_temperature_celsius{gpu="2",name="NVIDIA H100 80GB HBM3",uuid="GPU-aaaaa
 
 func TestGPUReloadDisablesAndReenables(t *testing.T) {
 	f := newGPUFixture(t, nvmltest.Devices(1, nil))
-	if err := f.c.Apply(config.GPUs{Enabled: "false", Library: f.stub.Path}); err != nil {
+	if err := f.c.Apply(GPUSettings{Mode: GPUOff, Library: f.stub.Path}); err != nil {
 		t.Fatal(err)
 	}
 	if mfs, _ := f.reg.Gather(); len(mfs) != 0 {
 		t.Errorf("disabled: %d families, want none", len(mfs))
 	}
-	if err := f.c.Apply(config.GPUs{Enabled: "auto", Library: f.stub.Path}); err != nil {
+	if err := f.c.Apply(GPUSettings{Mode: GPUAuto, Library: f.stub.Path}); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := testutil.GatherAndCount(f.reg, "llm_gpu_info"); n != 1 {
@@ -396,12 +395,12 @@ func TestGPUConcurrentScrapes(t *testing.T) {
 			if i%3 == 0 {
 				devices = nil
 			}
-			if err := f.c.Apply(config.GPUs{Enabled: "true", Library: f.stub.Path, Devices: devices}); err != nil {
+			if err := f.c.Apply(GPUSettings{Mode: GPUOn, Library: f.stub.Path, Devices: devices}); err != nil {
 				t.Error(err)
 			}
 		}
-		_ = f.c.Apply(config.GPUs{Enabled: "false"})
-		_ = f.c.Apply(config.GPUs{Enabled: "true", Library: f.stub.Path})
+		_ = f.c.Apply(GPUSettings{Mode: GPUOff})
+		_ = f.c.Apply(GPUSettings{Mode: GPUOn, Library: f.stub.Path})
 	})
 	wg.Wait()
 }
@@ -414,7 +413,7 @@ func TestGPUCollectionIsTimeBound(t *testing.T) {
 	logs := &lockedBuffer{}
 	c := NewGPUCollector(GPUOptions{Timeout: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	defer c.Close()
-	if err := c.Apply(config.GPUs{Enabled: "true", Library: stub.Path}); err != nil {
+	if err := c.Apply(GPUSettings{Mode: GPUOn, Library: stub.Path}); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewPedanticRegistry()
@@ -453,7 +452,7 @@ func BenchmarkCollect8Devices(b *testing.B) {
 	stub.Set(b, nvmltest.Devices(8, nil))
 	c := NewGPUCollector(GPUOptions{})
 	defer c.Close()
-	if err := c.Apply(config.GPUs{Enabled: "true", Library: stub.Path}); err != nil {
+	if err := c.Apply(GPUSettings{Mode: GPUOn, Library: stub.Path}); err != nil {
 		b.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()

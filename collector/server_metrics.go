@@ -15,8 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	promconfig "github.com/prometheus/common/config"
 	"github.com/prometheus/common/version"
-
-	"github.com/llm-prober/llm-prober/config"
 )
 
 // MaxServerMetricsBytes bounds what one scrape of a model server reads
@@ -35,7 +33,9 @@ type ServerTarget struct {
 	Name string
 	URL  string
 	// Kind is auto or one of the server kinds.
-	Kind    string
+	Kind string
+	// Timeout bounds each scrape; config's server_metrics.timeout, whose
+	// default config applies. A target without one is never fetched.
 	Timeout time.Duration
 	// TLSConfig is the target's; the API key is not sent: /metrics is
 	// usually unauthenticated and often on another port.
@@ -72,7 +72,7 @@ type serverTarget struct {
 }
 
 // NewServerMetrics returns a collector with no targets; give it targets
-// with SetTargets or ApplyConfig.
+// with SetTargets (config.Config.ServerTargets has them).
 func NewServerMetrics(logger *slog.Logger) *ServerMetrics {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -100,25 +100,6 @@ func NewServerMetrics(logger *slog.Logger) *ServerMetrics {
 		c.types[o.name] = o.typ
 	}
 	return c
-}
-
-// ApplyConfig takes the server_metrics of every target in cfg; meant for
-// SafeConfig.OnChange.
-func (c *ServerMetrics) ApplyConfig(cfg *config.Config) {
-	var ts []ServerTarget
-	for _, t := range cfg.Targets {
-		if t == nil || t.ServerMetrics == nil {
-			continue
-		}
-		ts = append(ts, ServerTarget{
-			Name:      t.Name,
-			URL:       t.ServerMetrics.URL,
-			Kind:      t.ServerMetrics.Kind,
-			Timeout:   time.Duration(t.ServerMetrics.Timeout),
-			TLSConfig: t.TLSConfig,
-		})
-	}
-	c.SetTargets(ts)
 }
 
 // SetTargets replaces the scraped targets. A target whose URL, kind and TLS
@@ -305,6 +286,10 @@ func (c *ServerMetrics) noteOutcome(r serverScrape) {
 	}
 }
 
+// errNoTimeout fails a target given without a timeout rather than fetching
+// it unbounded; config always sets one.
+var errNoTimeout = errors.New("no scrape timeout set for this target")
+
 // timeoutError is a fetch that did not end in time, whichever bound cut
 // it: the target's timeout or the deadline of the scrape that asked.
 type timeoutError struct{ msg string }
@@ -338,7 +323,7 @@ func (c *ServerMetrics) scrape(t *serverTarget, limit time.Duration) (normalisat
 	}
 	timeout := t.Timeout
 	if timeout <= 0 {
-		timeout = config.DefaultServerMetricsTime
+		return normalisation{}, errNoTimeout
 	}
 	bound := timeout
 	if limit > 0 && limit < timeout {

@@ -1,8 +1,14 @@
 package collector
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"slices"
+	"sync"
 
-// Server kinds whose /metrics the prober normalises.
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Server kinds whose /metrics the prober normalises; serverKinds
+// describes each.
 const (
 	KindAuto     = "auto"
 	KindVLLM     = "vllm"
@@ -135,32 +141,77 @@ type serverRule struct {
 	note       string  // why, for docs and readers of the table
 }
 
-// modelLabel is the label each kind puts the model name in; "" when the
-// kind has none (one server, one model).
-func modelLabel(kind string) string {
-	switch kind {
-	case KindVLLM, KindSGLang:
-		return "model_name"
-	case KindTriton:
-		return "model"
-	default:
-		return ""
-	}
+// ServerKind describes one kind of model server whose /metrics are
+// normalised. ServerKindTable is the one list of kinds: config validation,
+// the normaliser, detection for auto and the docs test read it.
+type ServerKind struct {
+	// Name is the value of server_metrics.kind and of the server label.
+	Name string
+	// ModelLabel is the label the server puts the model name in; "" when
+	// it has none (one server, one model).
+	ModelLabel string
+	// Detect are the metric-name prefixes that identify the kind for auto.
+	Detect []string
+	// detectRank orders detection, lowest first: Triton before vLLM,
+	// because Triton's vLLM backend also exposes vllm:* names beside
+	// nv_inference_*.
+	detectRank int
 }
 
-// detectionPrefixes decide kind auto, in order: Triton first because its
-// vLLM backend also exposes vllm:* names beside nv_inference_*.
-func detectionPrefixes() []struct{ prefix, kind string } {
-	return []struct{ prefix, kind string }{
-		{"nv_inference_", KindTriton},
-		{"nv_trt_llm_", KindTriton},
-		{"nv_llm_", KindTriton},
-		{"sglang:", KindSGLang},
-		{"tgi_", KindTGI},
-		{"llamacpp:", KindLlamaCPP},
-		{"vllm:", KindVLLM},
-	}
+// serverKinds is the table, in the order messages and docs list kinds.
+// Auto is the only row without rules: it stands for detection.
+var serverKinds = []ServerKind{
+	{Name: KindAuto},
+	{Name: KindVLLM, ModelLabel: "model_name", Detect: []string{"vllm:"}, detectRank: 4},
+	{Name: KindTriton, ModelLabel: "model", Detect: []string{"nv_inference_", "nv_trt_llm_", "nv_llm_"}, detectRank: 0},
+	{Name: KindTGI, Detect: []string{"tgi_"}, detectRank: 2},
+	{Name: KindSGLang, ModelLabel: "model_name", Detect: []string{"sglang:"}, detectRank: 1},
+	{Name: KindLlamaCPP, Detect: []string{"llamacpp:"}, detectRank: 3},
 }
+
+// ServerKindTable returns the server-kind table (a copy), auto first.
+func ServerKindTable() []ServerKind {
+	out := slices.Clone(serverKinds)
+	for i := range out {
+		out[i].Detect = slices.Clone(out[i].Detect)
+	}
+	return out
+}
+
+// ServerKinds lists the accepted values of server_metrics.kind, auto first.
+func ServerKinds() []string {
+	names := make([]string, len(serverKinds))
+	for i, k := range serverKinds {
+		names[i] = k.Name
+	}
+	return names
+}
+
+// modelLabel is the label kind puts the model name in; "" when the kind
+// has none.
+func modelLabel(kind string) string {
+	for _, k := range serverKinds {
+		if k.Name == kind {
+			return k.ModelLabel
+		}
+	}
+	return ""
+}
+
+type detection struct{ prefix, kind string }
+
+// detectionPrefixes decide kind auto, in detection order.
+var detectionPrefixes = sync.OnceValue(func() []detection {
+	kinds := slices.Clone(serverKinds)
+	slices.SortStableFunc(kinds, func(a, b ServerKind) int { return a.detectRank - b.detectRank })
+	var d []detection
+	for _, k := range kinds {
+		for _, p := range k.Detect {
+			d = append(d, detection{p, k.Name})
+		}
+	}
+	return d
+})
 
 // serverRules is the normalisation table. Keep docs/metrics.md in step.
 func serverRules() []serverRule {

@@ -194,7 +194,7 @@ func (c *GPUCollector) Snapshot() GPUSnapshot {
 	defer c.mu.Unlock()
 	s := GPUSnapshot{Loaded: c.lib != nil}
 	if c.applied != nil {
-		s.Enabled = string(c.applied.Enabled)
+		s.Enabled = c.applied.Mode.String()
 	}
 	if c.applyErr != nil {
 		s.ApplyErr = display.Cut(c.applyErr.Error(), display.MaxErrorBytes)

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llm-prober/llm-prober/config"
 	"github.com/llm-prober/llm-prober/internal/nvml/nvmltest"
 )
 
@@ -54,7 +53,7 @@ func TestGPUSnapshot(t *testing.T) {
 		!d.HasUtilization || !d.HasMemory || !d.HasTemperature || !d.HasPower || !d.HasPowerLim {
 		t.Errorf("device 1: %+v", d)
 	}
-	if err := f.c.Apply(config.GPUs{Enabled: "false"}); err != nil {
+	if err := f.c.Apply(GPUSettings{Mode: GPUOff}); err != nil {
 		t.Fatal(err)
 	}
 	if s := f.c.Snapshot(); s.Loaded || s.Enabled != "false" || len(s.Devices) != 0 {

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/common/model"
 	"gopkg.in/yaml.v3"
 
+	"github.com/llm-prober/llm-prober/collector"
 	"github.com/llm-prober/llm-prober/probe"
 )
 
@@ -74,6 +75,9 @@ type Target struct {
 
 	ServerMetrics *ServerMetrics `yaml:"server_metrics,omitempty"`
 	Probes        []*Probe       `yaml:"probes"`
+
+	// triton is Triton's probe-side options, preset applied at load.
+	triton probe.TritonOptions
 }
 
 // Ollama selects how an ollama target is probed.
@@ -166,16 +170,22 @@ func (m *GPUMode) UnmarshalYAML(n *yaml.Node) error {
 // Protocols the prober can speak: exactly those with a driver.
 func Protocols() []string { return probe.SupportedProtocols() }
 
-// ServerKinds are the model servers whose metrics can be normalised.
-func ServerKinds() []string {
-	return []string{"auto", "vllm", "triton", "tgi", "sglang", "llamacpp"}
-}
+// ServerKinds are the model servers whose metrics can be normalised, auto
+// first: collector's server-kind table.
+func ServerKinds() []string { return collector.ServerKinds() }
 
-// Defaults, in one place so `check-config --print` and docs agree.
+// Defaults, in one place so `check-config --print` and docs agree. Config
+// applies every one of them at load, so no downstream package needs its own
+// default for a configured value: DriverOptions, ServerTargets and
+// Settings always carry the effective values.
 const (
-	DefaultTimeout           = 60 * time.Second
-	DefaultStreamIdleTimeout = 30 * time.Second
-	DefaultMaxResponseBytes  = 64 << 20
+	DefaultTimeout = 60 * time.Second
+	// DefaultStreamIdleTimeout and DefaultMaxResponseBytes take the value
+	// probe.NewDriver gives options that leave them unset (drivers built
+	// without a config: tests, benchmark harnesses), so that the number
+	// is written once and both ways of building a driver agree.
+	DefaultStreamIdleTimeout = probe.DefaultStreamIdleTimeout
+	DefaultMaxResponseBytes  = probe.DefaultMaxResponseBytes
 	DefaultServerMetricsTime = 5 * time.Second
 	DefaultObjective         = 0.99
 	DefaultMaxTokens         = 128
@@ -210,7 +220,7 @@ func (c *Config) applyDefaults() {
 		if t.MaxInFlight == 0 {
 			t.MaxInFlight = DefaultTargetMaxInFlight
 		}
-		if t.Protocol == probe.ProtocolOllama {
+		if protocolIs(t.Protocol, isOllama) {
 			if t.Ollama == nil {
 				t.Ollama = &Ollama{}
 			}
@@ -220,7 +230,7 @@ func (c *Config) applyDefaults() {
 		}
 		if sm := t.ServerMetrics; sm != nil {
 			if sm.Kind == "" {
-				sm.Kind = "auto"
+				sm.Kind = collector.KindAuto
 			}
 			if sm.Timeout == 0 {
 				sm.Timeout = model.Duration(DefaultServerMetricsTime)
@@ -231,7 +241,10 @@ func (c *Config) applyDefaults() {
 				continue
 			}
 			if p.Stream == nil {
-				p.Stream = new(true)
+				// Streamed where the protocol can stream: only streams
+				// have TTFT and ITL.
+				proto, known := probe.LookupProtocol(t.Protocol)
+				p.Stream = new(proto.Streams || !known)
 			}
 			if p.Timeout == 0 {
 				p.Timeout = t.Timeout
@@ -299,31 +312,15 @@ func (c *Config) validate(d *decoder) {
 }
 
 func (c *Config) validateTarget(d *decoder, path string, t *Target) {
-	if !slices.Contains(Protocols(), t.Protocol) {
+	proto, known := probe.LookupProtocol(t.Protocol)
+	if !known {
 		if t.Protocol == "" {
 			d.at(path+".protocol", "missing protocol; want one of %s", strings.Join(Protocols(), ", "))
 		} else {
 			d.at(path+".protocol", "unknown protocol %q; want one of %s", t.Protocol, strings.Join(Protocols(), ", "))
 		}
 	}
-	switch {
-	case t.URL != "" && t.Address != "":
-		d.at(path+".address", "set either url (HTTP protocols) or address (gRPC host:port), not both")
-	case t.URL != "":
-		validateHTTPURL(d, path+".url", t.URL)
-	case t.Address != "":
-		if _, port, err := net.SplitHostPort(t.Address); err != nil || port == "" {
-			d.at(path+".address", "invalid address %q; want host:port", t.Address)
-		} else if strings.HasPrefix(t.Protocol, "openai") {
-			d.at(path+".address", "protocol %s talks HTTP; set url: http://%s instead of address", t.Protocol, t.Address)
-		}
-	default:
-		if t.Protocol == probe.ProtocolTritonGRPC {
-			d.at(path, "missing address; set address: host:port of Triton's gRPC port (e.g. localhost:8001)")
-		} else {
-			d.at(path, "missing url; set url: http://host:port of the server")
-		}
-	}
+	validateEndpoint(d, path, t, proto, known)
 	if !validLabelValue(t.Model) {
 		if t.Model == "" {
 			d.at(path+".model", "missing model; set the model name the server serves (see its /v1/models)")
@@ -341,7 +338,7 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 			d.at(join(path+".headers", name), "Authorization is set from the API key; remove this header or the api_key_* setting")
 		}
 	}
-	if t.FollowRedirects && t.Protocol == probe.ProtocolTritonGRPC {
+	if t.FollowRedirects && known && proto.Endpoint != probe.EndpointURL {
 		d.at(path+".follow_redirects", "applies to HTTP protocols only; gRPC has no redirects")
 	}
 	positive(d, path+".timeout", t.Timeout)
@@ -354,8 +351,8 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 	}
 	validateTriton(d, path, t)
 	if o := t.Ollama; o != nil {
-		if t.Protocol != probe.ProtocolOllama {
-			d.at(path+".ollama", "ollama settings apply to protocol ollama only, not %s", t.Protocol)
+		if !protocolIs(t.Protocol, isOllama) {
+			d.at(path+".ollama", "ollama settings apply to %s only, not %s", protocolNames(isOllama), t.Protocol)
 		} else if !slices.Contains(probe.OllamaAPIs(), o.API) {
 			d.at(path+".ollama.api", "unknown ollama api %q; want one of %s", o.API, strings.Join(probe.OllamaAPIs(), ", "))
 		}
@@ -387,6 +384,9 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 		if _, ok := c.Workloads[p.Workload]; !ok {
 			d.at(pp+".workload", "unknown workload %q; define it under workloads: (have: %s)", p.Workload, strings.Join(sortedNames(c.Workloads), ", "))
 		}
+		if known && !proto.Streams && p.Streaming() {
+			d.at(pp+".stream", "protocol %s cannot stream; set stream: false", t.Protocol)
+		}
 		p.Schedule.validate(d, pp+".schedule", t.MaxInFlight)
 		positive(d, pp+".timeout", p.Timeout)
 		if s := p.SLO; s != nil {
@@ -403,6 +403,83 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 				d.at(pp+".slo.objective", "objective %v must be a ratio between 0 and 1 exclusive, e.g. 0.99", s.Objective)
 			}
 		}
+	}
+}
+
+func isOllama(p probe.Protocol) bool { return p.Settings == probe.SettingsOllama }
+
+// protocolIs reports whether name is a protocol of the table whose row
+// passes keep.
+func protocolIs(name string, keep func(probe.Protocol) bool) bool {
+	p, ok := probe.LookupProtocol(name)
+	return ok && keep(p)
+}
+
+// protocolsWhere lists the protocols of the table whose rows pass keep.
+func protocolsWhere(keep func(probe.Protocol) bool) []string {
+	var names []string
+	for _, p := range probe.Protocols() {
+		if keep(p) {
+			names = append(names, p.Name)
+		}
+	}
+	return names
+}
+
+// protocolNames is protocolsWhere for messages: "protocol ollama",
+// "protocols triton_generate and triton_grpc".
+func protocolNames(keep func(probe.Protocol) bool) string {
+	names := protocolsWhere(keep)
+	if len(names) == 1 {
+		return "protocol " + names[0]
+	}
+	return "protocols " + joinAnd(names)
+}
+
+// joinAnd joins words as a sentence does: "a", "a and b", "a, b and c".
+func joinAnd(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
+}
+
+// validateEndpoint checks that the target gives the endpoint its protocol
+// takes (the protocol table's url or address) and that it is well formed.
+// An unknown protocol is reported on its own; then only the form is checked.
+func validateEndpoint(d *decoder, path string, t *Target, proto probe.Protocol, known bool) {
+	want := probe.EndpointURL
+	if known {
+		want = proto.Endpoint
+	}
+	switch {
+	case t.URL != "" && t.Address != "":
+		d.at(path+".address", "set either url (HTTP protocols) or address (gRPC host:port), not both")
+	case t.URL != "" && want == probe.EndpointAddress:
+		d.at(path+".url", "protocol %s talks %s; set address: host:port (e.g. localhost:%d) instead of url",
+			t.Protocol, proto.Endpoint.Transport(), proto.DefaultPort)
+	case t.URL != "":
+		validateHTTPURL(d, path+".url", t.URL)
+	case t.Address != "" && known && want == probe.EndpointURL:
+		// Suggest the host and port given, when there are both.
+		hostPort := t.Address
+		if _, port, err := net.SplitHostPort(hostPort); err != nil || port == "" {
+			host := "localhost"
+			if !strings.ContainsAny(t.Address, ":/ \t") {
+				host = t.Address
+			}
+			hostPort = net.JoinHostPort(host, strconv.Itoa(proto.DefaultPort))
+		}
+		d.at(path+".address", "protocol %s talks %s; set url: http://%s instead of address", t.Protocol, proto.Endpoint.Transport(), hostPort)
+	case t.Address != "":
+		if _, port, err := net.SplitHostPort(t.Address); err != nil || port == "" {
+			d.at(path+".address", "invalid address %q; want host:port", t.Address)
+		}
+	case want == probe.EndpointAddress:
+		d.at(path, "missing address; set address: host:port of %s's %s port (e.g. localhost:%d)",
+			proto.Server, proto.Endpoint.Transport(), proto.DefaultPort)
+	default:
+		d.at(path, "missing url; set url: http://host:port of the server")
 	}
 }
 
@@ -550,6 +627,7 @@ func Parse(b []byte, name, dir string, getenv func(string) string) (*Config, err
 	if err := d.err(); err != nil {
 		return nil, err
 	}
+	cfg.resolveTriton(d)
 	cfg.resolveSecrets(d, dir, getenv)
 	cfg.loadPromptFiles(d, dir)
 	if err := d.err(); err != nil {
@@ -604,7 +682,9 @@ func (c *Config) redacted() *Config {
 }
 
 // DriverOptions is what a probe driver needs to know about the target: the
-// one conversion from configuration to the probe package's terms.
+// one conversion from configuration to the probe package's terms. It copies
+// what the load resolved (defaults, secrets, the Triton preset), so it
+// cannot fail; call it on targets of a loaded Config.
 func (t *Target) DriverOptions() probe.TargetOptions {
 	var ollamaAPI string
 	if t.Ollama != nil {
@@ -623,6 +703,58 @@ func (t *Target) DriverOptions() probe.TargetOptions {
 		FollowRedirects:       t.FollowRedirects,
 		StreamIdleTimeout:     time.Duration(t.StreamIdleTimeout),
 		MaxResponseBytes:      t.MaxResponseBytes,
-		Triton:                t.Triton.Options(),
+		Triton:                t.tritonOptions(),
 	}
+}
+
+// tritonOptions is a copy of the resolved Triton options, so that every
+// driver gets its own input and output lists, as when they were built per
+// call.
+func (t *Target) tritonOptions() probe.TritonOptions {
+	o := t.triton
+	o.Inputs = slices.Clone(o.Inputs)
+	o.Outputs = slices.Clone(o.Outputs)
+	return o
+}
+
+// ServerTargets is what the model-server collector scrapes: the
+// server_metrics of every target that has them, in target order. Meant for
+// SafeConfig.OnChange with collector.ServerMetrics.SetTargets.
+func (c *Config) ServerTargets() []collector.ServerTarget {
+	var ts []collector.ServerTarget
+	for _, t := range c.Targets {
+		if t == nil || t.ServerMetrics == nil {
+			continue
+		}
+		ts = append(ts, collector.ServerTarget{
+			Name:      t.Name,
+			URL:       t.ServerMetrics.URL,
+			Kind:      t.ServerMetrics.Kind,
+			Timeout:   time.Duration(t.ServerMetrics.Timeout),
+			TLSConfig: t.TLSConfig,
+		})
+	}
+	return ts
+}
+
+// Settings is the gpus section in the GPU collector's terms, for
+// collector.GPUCollector.Apply.
+func (g GPUs) Settings() collector.GPUSettings {
+	mode := collector.GPUAuto
+	switch g.Enabled {
+	case "true":
+		mode = collector.GPUOn
+	case "false":
+		mode = collector.GPUOff
+	}
+	return collector.GPUSettings{Mode: mode, Library: g.Library, Devices: slices.Clone(g.Devices)}
+}
+
+// CollectorSLO is the probe's SLO in the probe metrics' terms (the zero
+// SLO when the probe declares none), for collector.ProbeSeries.
+func (p *Probe) CollectorSLO() collector.SLO {
+	if p.SLO == nil {
+		return collector.SLO{}
+	}
+	return collector.SLO{TTFT: time.Duration(p.SLO.TTFT), TPOT: time.Duration(p.SLO.TPOT), Objective: p.SLO.Objective}
 }

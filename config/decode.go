@@ -130,6 +130,15 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 	if v.Kind() == reflect.Struct && v.CanAddr() {
 		ptr := v.Addr()
+		if ptr.Type().Implements(unmarshalerType) {
+			// Our own value types (Rate, Cron) are structs that decode
+			// and parse themselves from one scalar. Library structs
+			// implement only the obsolete interface and are walked.
+			if err := ptr.Interface().(yaml.Unmarshaler).UnmarshalYAML(n); err != nil {
+				d.errorf(n, path, "%s", err)
+			}
+			return
+		}
 		if n.Kind == yaml.ScalarNode && ptr.Type().Implements(shorthandType) {
 			if err := ptr.Interface().(scalarShorthand).fromScalar(n); err != nil {
 				d.errorf(n, path, "%s", err)

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,14 +25,14 @@ type Schedule struct {
 	Jitter model.Duration `yaml:"jitter,omitempty"`
 	// Rate is open-loop arrivals such as "2/s", "30/m" or "100/h", spaced
 	// by Distribution: constant or poisson.
-	Rate         string `yaml:"rate,omitempty"`
+	Rate         Rate   `yaml:"rate,omitempty"`
 	Distribution string `yaml:"distribution,omitempty"`
 	// Concurrency is a closed loop of that many workers.
 	Concurrency int `yaml:"concurrency,omitempty"`
 	// Burst sends that many requests together, every Period or at Cron.
 	Burst  int            `yaml:"burst,omitempty"`
 	Period model.Duration `yaml:"period,omitempty"`
-	Cron   string         `yaml:"cron,omitempty"`
+	Cron   Cron           `yaml:"cron,omitempty"`
 	// Stages run in turn; Repeat starts them over after the last.
 	Stages []*Stage `yaml:"stages,omitempty"`
 	Repeat *bool    `yaml:"repeat,omitempty"`
@@ -44,29 +45,142 @@ type Schedule struct {
 
 // Stage is one step of a staged schedule.
 type Stage struct {
-	Rate        string         `yaml:"rate,omitempty"`
+	Rate        Rate           `yaml:"rate,omitempty"`
 	Concurrency int            `yaml:"concurrency,omitempty"`
 	Duration    model.Duration `yaml:"duration"`
 }
 
+// Rate is an arrival rate as written, "N/s", "N/m" or "N/h", parsed once
+// when the config is loaded. It prints as written.
+type Rate struct {
+	text      string
+	perSecond float64
+	// err is the parse error, reported by validation at the key.
+	err error
+}
+
+// NewRate parses text as a rate. An invalid rate is kept with its error,
+// which validation reports; check-config never lets one through.
+func NewRate(text string) Rate {
+	r := Rate{text: text}
+	r.perSecond, r.err = ParseRate(text)
+	return r
+}
+
+// PerSecond is the rate in arrivals per second; 0 when unset or invalid.
+func (r Rate) PerSecond() float64 { return r.perSecond }
+
+// String is the rate as written.
+func (r Rate) String() string { return r.text }
+
+// IsZero reports whether no rate is set (omitempty honours it).
+func (r Rate) IsZero() bool { return r.text == "" }
+
+// UnmarshalYAML takes the rate as written and parses it.
+func (r *Rate) UnmarshalYAML(n *yaml.Node) error {
+	text, err := scalarString(n)
+	if err != nil {
+		return err
+	}
+	*r = NewRate(text)
+	return nil
+}
+
+// MarshalYAML prints the rate as written.
+func (r Rate) MarshalYAML() (any, error) { return r.text, nil }
+
+// MarshalText is the rate as written, so JSON (reload fingerprints) sees
+// the text too.
+func (r Rate) MarshalText() ([]byte, error) { return []byte(r.text), nil }
+
+// Cron is a cron expression as written, parsed once when the config is
+// loaded. It prints as written.
+type Cron struct {
+	expr   string
+	parsed *schedule.Cron
+	// err is the parse error, reported by validation at the key.
+	err error
+}
+
+// NewCron parses expr. An invalid expression is kept with its error, which
+// validation reports; check-config never lets one through.
+func NewCron(expr string) Cron {
+	c := Cron{expr: expr}
+	c.parsed, c.err = schedule.ParseCron(expr)
+	if c.err != nil {
+		c.parsed = nil
+	}
+	return c
+}
+
+// Schedule is the parsed expression; nil when unset or invalid.
+func (c Cron) Schedule() *schedule.Cron { return c.parsed }
+
+// String is the expression as written.
+func (c Cron) String() string { return c.expr }
+
+// IsZero reports whether no expression is set (omitempty honours it).
+func (c Cron) IsZero() bool { return c.expr == "" }
+
+// UnmarshalYAML takes the expression as written and parses it.
+func (c *Cron) UnmarshalYAML(n *yaml.Node) error {
+	expr, err := scalarString(n)
+	if err != nil {
+		return err
+	}
+	*c = NewCron(expr)
+	return nil
+}
+
+// MarshalYAML prints the expression as written.
+func (c Cron) MarshalYAML() (any, error) { return c.expr, nil }
+
+// MarshalText is the expression as written, for JSON.
+func (c Cron) MarshalText() ([]byte, error) { return []byte(c.expr), nil }
+
+// scalarString is a scalar node's value, with the messages the decoder
+// gives plain string fields.
+func scalarString(n *yaml.Node) (string, error) {
+	if n.Kind != yaml.ScalarNode {
+		return "", fmt.Errorf("want a single %s value, got %s", kindName(reflect.String), describe(n))
+	}
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return "", fmt.Errorf("want a %s, got %q", kindName(reflect.String), n.Value)
+	}
+	return s, nil
+}
+
 // CronList is one cron expression or a list of them.
-type CronList []string
+type CronList []Cron
 
 // UnmarshalYAML accepts `active: "* 9-17 * * mon-fri"` as well as a list.
 func (c *CronList) UnmarshalYAML(n *yaml.Node) error {
 	switch n.Kind {
 	case yaml.ScalarNode:
-		*c = CronList{n.Value}
+		*c = CronList{NewCron(n.Value)}
 		return nil
 	case yaml.SequenceNode:
 		var list []string
 		if err := n.Decode(&list); err != nil {
 			return fmt.Errorf("want a cron expression or a list of them: %s", cleanYAMLError(err))
 		}
-		*c = list
+		*c = make(CronList, len(list))
+		for i, expr := range list {
+			(*c)[i] = NewCron(expr)
+		}
 		return nil
 	}
 	return fmt.Errorf("want a cron expression or a list of them, got %s", describe(n))
+}
+
+// Strings are the expressions as written.
+func (c CronList) Strings() []string {
+	out := make([]string, len(c))
+	for i, e := range c {
+		out[i] = e.expr
+	}
+	return out
 }
 
 // Limits on schedule values: far beyond what a prober should send, low
@@ -113,7 +227,7 @@ func (s *Schedule) kinds() []string {
 	if s.Every != 0 {
 		k = append(k, "every")
 	}
-	if s.Rate != "" {
+	if !s.Rate.IsZero() {
 		k = append(k, "rate")
 	}
 	if s.Concurrency != 0 {
@@ -132,19 +246,18 @@ func (s *Schedule) kinds() []string {
 // with the given timeout: N for closed loops and bursts, rate × timeout for
 // rates (every arrival may take the whole timeout), 1 for intervals.
 func (s *Schedule) peakInFlight(timeout time.Duration) int {
-	rateNeed := func(r string) int {
-		v, err := ParseRate(r)
-		if err != nil {
+	rateNeed := func(r Rate) int {
+		if r.err != nil {
 			return 1
 		}
-		return int(min(math.Ceil(v*timeout.Seconds()), maxDefaultInFlight))
+		return int(min(math.Ceil(r.perSecond*timeout.Seconds()), maxDefaultInFlight))
 	}
 	switch {
 	case s.Concurrency > 0:
 		return s.Concurrency
 	case s.Burst > 0:
 		return s.Burst
-	case s.Rate != "":
+	case !s.Rate.IsZero():
 		return max(rateNeed(s.Rate), 1)
 	case len(s.Stages) > 0:
 		n := 1
@@ -153,7 +266,7 @@ func (s *Schedule) peakInFlight(timeout time.Duration) int {
 			case st == nil:
 			case st.Concurrency > 0:
 				n = max(n, st.Concurrency)
-			case st.Rate != "":
+			case !st.Rate.IsZero():
 				n = max(n, rateNeed(st.Rate))
 			}
 		}
@@ -163,7 +276,7 @@ func (s *Schedule) peakInFlight(timeout time.Duration) int {
 }
 
 func (s *Schedule) applyDefaults(timeout time.Duration) {
-	if s.Distribution == "" && (s.Rate != "" || len(s.Stages) > 0) {
+	if s.Distribution == "" && (!s.Rate.IsZero() || len(s.Stages) > 0) {
 		s.Distribution = "constant"
 	}
 	if s.Repeat == nil && len(s.Stages) > 0 {
@@ -203,15 +316,13 @@ func (s *Schedule) validate(d *decoder, path string, targetMaxInFlight int) {
 	case s.Jitter > s.Every:
 		d.at(path+".jitter", "jitter %s is longer than the interval %s", s.Jitter, s.Every)
 	}
-	if s.Rate != "" {
-		if _, err := ParseRate(s.Rate); err != nil {
-			d.at(path+".rate", "%s", err)
-		}
+	if s.Rate.err != nil {
+		d.at(path+".rate", "%s", s.Rate.err)
 	}
 	if s.Distribution != "" {
 		if !slices.Contains(ScheduleDistributions(), s.Distribution) {
 			d.at(path+".distribution", "unknown distribution %q; want one of %s", s.Distribution, strings.Join(ScheduleDistributions(), ", "))
-		} else if s.Rate == "" && len(s.Stages) == 0 {
+		} else if s.Rate.IsZero() && len(s.Stages) == 0 {
 			d.at(path+".distribution", "distribution applies to rate: and stages: only")
 		}
 	}
@@ -220,14 +331,13 @@ func (s *Schedule) validate(d *decoder, path string, targetMaxInFlight int) {
 	}
 	s.validateBurst(d, path)
 	s.validateStages(d, path)
-	for i, expr := range s.Active {
-		c, err := schedule.ParseCron(expr)
-		if err != nil {
-			d.at(path+".active", "%s", err)
+	for i, c := range s.Active {
+		if c.err != nil {
+			d.at(path+".active", "%s", c.err)
 			continue
 		}
-		if c.Next(time.Now()).IsZero() {
-			d.at(path+".active", "active[%d] %q never matches", i, expr)
+		if c.parsed.Next(time.Now()).IsZero() {
+			d.at(path+".active", "active[%d] %q never matches", i, c.expr)
 		}
 	}
 	switch mif := s.MaxInFlight; {
@@ -245,7 +355,7 @@ func (s *Schedule) validateBurst(d *decoder, path string) {
 		if s.Period != 0 {
 			d.at(path+".period", "period applies to burst: only")
 		}
-		if s.Cron != "" {
+		if !s.Cron.IsZero() {
 			d.at(path+".cron", "cron applies to burst: only")
 		}
 		return
@@ -254,18 +364,17 @@ func (s *Schedule) validateBurst(d *decoder, path string) {
 		d.at(path+".burst", "want 1 to %d requests, got %d", maxConcurrency, s.Burst)
 	}
 	switch {
-	case s.Period != 0 && s.Cron != "":
+	case s.Period != 0 && !s.Cron.IsZero():
 		d.at(path+".cron", "set either period or cron for a burst, not both")
-	case s.Period == 0 && s.Cron == "":
+	case s.Period == 0 && s.Cron.IsZero():
 		d.at(path+".burst", "a burst needs a period (e.g. period: 5m) or cron times (e.g. cron: \"0 * * * *\")")
 	case s.Period < 0:
 		positive(d, path+".period", s.Period)
-	case s.Cron != "":
-		c, err := schedule.ParseCron(s.Cron)
-		if err != nil {
-			d.at(path+".cron", "%s", err)
-		} else if c.Next(time.Now()).IsZero() {
-			d.at(path+".cron", "cron %q never matches", s.Cron)
+	case !s.Cron.IsZero():
+		if s.Cron.err != nil {
+			d.at(path+".cron", "%s", s.Cron.err)
+		} else if s.Cron.parsed.Next(time.Now()).IsZero() {
+			d.at(path+".cron", "cron %q never matches", s.Cron.expr)
 		}
 	}
 }
@@ -281,11 +390,11 @@ func (s *Schedule) validateStages(d *decoder, path string) {
 			continue
 		}
 		switch {
-		case st.Rate != "" && st.Concurrency != 0:
+		case !st.Rate.IsZero() && st.Concurrency != 0:
 			d.at(sp+".concurrency", "set either rate or concurrency in a stage, not both")
-		case st.Rate != "":
-			if _, err := ParseRate(st.Rate); err != nil {
-				d.at(sp+".rate", "%s", err)
+		case !st.Rate.IsZero():
+			if st.Rate.err != nil {
+				d.at(sp+".rate", "%s", st.Rate.err)
 			}
 		case st.Concurrency < 1 || st.Concurrency > maxConcurrency:
 			if st.Concurrency == 0 {
@@ -300,32 +409,26 @@ func (s *Schedule) validateStages(d *decoder, path string) {
 	}
 }
 
-// Spec converts a validated schedule into the scheduler's terms.
+// Spec converts a validated schedule into the scheduler's terms: a copy of
+// what was parsed at load, with nothing left to fail.
 func (s *Schedule) Spec() schedule.Spec {
 	spec := schedule.Spec{
 		Every:       time.Duration(s.Every),
 		Jitter:      time.Duration(s.Jitter),
+		Rate:        s.Rate.PerSecond(),
 		Poisson:     s.Distribution == "poisson",
 		Concurrency: s.Concurrency,
 		Burst:       s.Burst,
 		Period:      time.Duration(s.Period),
+		Cron:        s.Cron.Schedule(),
 		Repeat:      s.Repeat != nil && *s.Repeat,
 		MaxInFlight: s.MaxInFlight,
 	}
-	if s.Rate != "" {
-		spec.Rate, _ = ParseRate(s.Rate)
-	}
-	if s.Cron != "" {
-		spec.Cron, _ = schedule.ParseCron(s.Cron)
-	}
 	for _, st := range s.Stages {
-		r, _ := ParseRate(st.Rate)
-		spec.Stages = append(spec.Stages, schedule.Stage{Rate: r, Concurrency: st.Concurrency, Duration: time.Duration(st.Duration)})
+		spec.Stages = append(spec.Stages, schedule.Stage{Rate: st.Rate.PerSecond(), Concurrency: st.Concurrency, Duration: time.Duration(st.Duration)})
 	}
-	for _, expr := range s.Active {
-		if c, err := schedule.ParseCron(expr); err == nil {
-			spec.Active = append(spec.Active, c)
-		}
+	for _, c := range s.Active {
+		spec.Active = append(spec.Active, c.Schedule())
 	}
 	return spec
 }

@@ -79,17 +79,25 @@ func normaliseConstant(c any) any {
 	return c
 }
 
-// Options is the probe-side form, preset applied.
-func (t *Triton) Options() probe.TritonOptions {
+// Options is the probe-side form, preset applied. It fails only on an
+// unknown preset, which validation rejects first; a loaded Target keeps the
+// result (DriverOptions copies it).
+func (t *Triton) Options() (probe.TritonOptions, error) {
 	if t == nil {
-		in, _ := probe.TritonPreset(probe.PresetTRTLLMEnsemble)
-		return probe.TritonOptions{Inputs: in}
+		in, err := probe.TritonPreset(probe.PresetTRTLLMEnsemble)
+		if err != nil {
+			return probe.TritonOptions{}, err
+		}
+		return probe.TritonOptions{Inputs: in}, nil
 	}
 	preset := t.Preset
 	if preset == "" {
 		preset = probe.PresetTRTLLMEnsemble
 	}
-	base, _ := probe.TritonPreset(preset)
+	base, err := probe.TritonPreset(preset)
+	if err != nil {
+		return probe.TritonOptions{}, err
+	}
 	over := make([]probe.TensorInput, 0, len(t.Inputs))
 	for i := range t.Inputs {
 		over = append(over, t.Inputs[i].probeInput())
@@ -103,34 +111,34 @@ func (t *Triton) Options() probe.TritonOptions {
 		KeepaliveTimeout: time.Duration(t.KeepaliveTimeout),
 		MaxMessageBytes:  t.MaxMessageBytes,
 		Decoupled:        t.Decoupled,
+	}, nil
+}
+
+// resolveTriton applies every target's Triton preset once, at load.
+func (c *Config) resolveTriton(d *decoder) {
+	for i, t := range c.Targets {
+		if t == nil {
+			continue
+		}
+		opts, err := t.Triton.Options()
+		if err != nil {
+			d.at(fmt.Sprintf("targets[%d].triton.preset", i), "%v", err)
+			continue
+		}
+		t.triton = opts
 	}
 }
 
-// isTriton reports whether the protocol uses the triton: block.
-func isTriton(protocol string) bool {
-	return protocol == probe.ProtocolTritonGenerate || protocol == probe.ProtocolTritonGRPC
-}
-
-// validateTriton checks the endpoint form of Triton targets and the
-// triton: block, each problem at its key.
+// validateTriton checks the triton: block, each problem at its key.
 func validateTriton(d *decoder, path string, t *Target) {
-	switch t.Protocol {
-	case probe.ProtocolTritonGRPC:
-		if t.URL != "" {
-			d.at(path+".url", "protocol triton_grpc talks gRPC; set address: host:port (e.g. localhost:8001) instead of url")
-		}
-	case probe.ProtocolTritonGenerate:
-		if t.Address != "" {
-			d.at(path+".address", "protocol triton_generate talks HTTP; set url: http://%s instead of address", t.Address)
-		}
-	}
 	tr := t.Triton
 	if tr == nil {
 		return
 	}
 	tp := path + ".triton"
-	if !isTriton(t.Protocol) {
-		d.at(tp, "triton settings apply to protocols triton_generate and triton_grpc only, not %s", t.Protocol)
+	isTriton := func(p probe.Protocol) bool { return p.Settings == probe.SettingsTriton }
+	if !protocolIs(t.Protocol, isTriton) {
+		d.at(tp, "triton settings apply to %s only, not %s", protocolNames(isTriton), t.Protocol)
 		return
 	}
 	if tr.Preset != "" && !slices.Contains(probe.TritonPresets(), tr.Preset) {
@@ -182,9 +190,10 @@ func validateTriton(d *decoder, path string, t *Target) {
 			d.at(fmt.Sprintf("%s.outputs[%d]", tp, i), "empty output name")
 		}
 	}
+	isGRPC := func(p probe.Protocol) bool { return isTriton(p) && p.Endpoint == probe.EndpointAddress }
 	grpcOnly := func(key string, set bool) {
-		if set && t.Protocol != probe.ProtocolTritonGRPC {
-			d.at(tp+"."+key, "%s applies to triton_grpc only", key)
+		if set && !protocolIs(t.Protocol, isGRPC) {
+			d.at(tp+"."+key, "%s applies to %s only", key, joinAnd(protocolsWhere(isGRPC)))
 		}
 	}
 	grpcOnly("tls", tr.TLS)

@@ -10,15 +10,24 @@ import (
 	promconfig "github.com/prometheus/common/config"
 )
 
-// Defaults applied by NewDriver to zero TargetOptions fields.
+// What NewDriver applies to zero TargetOptions fields.
 const (
+	// DefaultStreamIdleTimeout and DefaultMaxResponseBytes bound options
+	// that leave the configurable stream_idle_timeout and
+	// max_response_bytes unset. config defaults them to these same values
+	// (config.DefaultStreamIdleTimeout, config.DefaultMaxResponseBytes)
+	// and always sets them, so these are the one definition of each and
+	// only drivers built without a config rely on NewDriver for them.
 	DefaultStreamIdleTimeout = 30 * time.Second
 	DefaultMaxResponseBytes  = 64 << 20
-	DefaultMaxLineBytes      = 1 << 20
-	DefaultConnectTimeout    = 10 * time.Second
+
+	// DefaultMaxLineBytes and DefaultConnectTimeout are internal limits,
+	// not configurable.
+	DefaultMaxLineBytes   = 1 << 20
+	DefaultConnectTimeout = 10 * time.Second
 )
 
-// Protocol names accepted by NewDriver.
+// Protocol names accepted by NewDriver; Protocols() describes each.
 const (
 	ProtocolOpenAIChat        = "openai_chat"
 	ProtocolOpenAICompletions = "openai_completions"
@@ -28,15 +37,9 @@ const (
 	ProtocolTritonGRPC        = "triton_grpc"
 )
 
-// SupportedProtocols lists the protocols NewDriver can build, for config
-// validation and help texts.
-func SupportedProtocols() []string {
-	return []string{ProtocolOpenAIChat, ProtocolOpenAICompletions, ProtocolTGI, ProtocolOllama,
-		ProtocolTritonGenerate, ProtocolTritonGRPC}
-}
-
 // TargetOptions is everything a driver needs to know about one target.
-// The config layer fills it; zero values mean the defaults above.
+// The config layer fills it (config.Target.DriverOptions); zero values mean
+// the defaults above.
 type TargetOptions struct {
 	// Name identifies the target in logs.
 	Name string
@@ -101,31 +104,11 @@ func NewDriver(protocol string, opts TargetOptions, logger *slog.Logger) (Driver
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	var chat bool
-	switch protocol {
-	case ProtocolOpenAIChat:
-		chat = true
-	case ProtocolOpenAICompletions:
-	case ProtocolTritonGenerate:
-		return newTritonGenerateDriver(opts.withDefaults(), logger.With("protocol", protocol))
-	case ProtocolTritonGRPC:
-		return newTritonGRPCDriver(opts.withDefaults(), logger.With("protocol", protocol))
-	case ProtocolTGI:
-		return newTGIDriver(opts.withDefaults(), logger.With("protocol", protocol))
-	case ProtocolOllama:
-		return newOllamaDriver(opts.withDefaults(), logger.With("protocol", protocol))
-	default:
+	p := lookupProtocol(protocol)
+	if p == nil {
 		return nil, fmt.Errorf("unknown protocol %q (supported: %s)", protocol, strings.Join(SupportedProtocols(), ", "))
 	}
-	t, err := newHTTPTarget(opts.withDefaults(), logger.With("protocol", protocol))
-	if err != nil {
-		return nil, err
-	}
-	endpoint := "/completions"
-	if chat {
-		endpoint = "/chat/completions"
-	}
-	return &openAIDriver{t: t, chat: chat, url: endpointURL(t.base, endpoint)}, nil
+	return p.newDriver(opts.withDefaults(), logger.With("protocol", protocol))
 }
 
 // parseBaseURL checks that a target URL is absolute http(s) with a host.

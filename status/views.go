@@ -156,20 +156,20 @@ func scheduleOf(pc *config.Probe) string {
 		s = strconv.Itoa(len(sc.Stages)) + " stages"
 	case sc.Every > 0:
 		s = "every " + sc.Every.String()
-	case sc.Rate != "":
-		s = "rate " + sc.Rate
+	case !sc.Rate.IsZero():
+		s = "rate " + sc.Rate.String()
 		if sc.Distribution == "poisson" {
 			s += " (poisson)"
 		}
 	case sc.Concurrency > 0:
 		s = "concurrency " + strconv.Itoa(sc.Concurrency)
-	case sc.Burst > 0 && sc.Cron != "":
-		s = "burst " + strconv.Itoa(sc.Burst) + " at " + sc.Cron
+	case sc.Burst > 0 && !sc.Cron.IsZero():
+		s = "burst " + strconv.Itoa(sc.Burst) + " at " + sc.Cron.String()
 	case sc.Burst > 0:
 		s = "burst " + strconv.Itoa(sc.Burst) + " every " + sc.Period.String()
 	}
 	if len(sc.Active) > 0 {
-		s += ", active " + strings.Join(sc.Active, " | ")
+		s += ", active " + strings.Join(sc.Active.Strings(), " | ")
 	}
 	return s
 }

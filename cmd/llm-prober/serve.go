@@ -80,13 +80,13 @@ func newDaemon(opts serveOptions) *daemon {
 	// within that scrape's deadline: not in reg, but in a registry built for
 	// each scrape (metricsHandler).
 	d.servers = collector.NewServerMetrics(opts.logger)
-	d.config.OnChange(d.servers.ApplyConfig)
+	d.config.OnChange(func(c *config.Config) { d.servers.SetTargets(c.ServerTargets()) })
 	// GPUs through NVML, loaded (or not) by the gpus config section; a
 	// reload that leaves that section alone does not touch NVML.
 	d.gpus = collector.NewGPUCollector(collector.GPUOptions{Logger: opts.logger})
 	reg.MustRegister(d.gpus)
 	d.config.OnChange(func(c *config.Config) {
-		if err := d.gpus.Apply(c.GPUs); err != nil {
+		if err := d.gpus.Apply(c.GPUs.Settings()); err != nil {
 			d.logger.Error("GPU metrics unavailable", "err", err)
 		}
 	})
