@@ -125,7 +125,7 @@ func (e *Engine) Apply(cfg *config.Config) {
 		}
 		for _, pc := range t.Probes {
 			w := cfg.Workloads[pc.Workload]
-			e.metrics.Add(collector.ProbeSeries{Target: t.Name, Probe: pc.Name, Model: t.Model, SLO: sloOf(pc)})
+			e.metrics.Add(collector.ProbeSeries{Target: t.Name, Probe: pc.Name, Model: t.Model, SLO: pc.CollectorSLO()})
 			info := Info{Target: t.Name, Probe: pc.Name, Model: t.Model, Protocol: t.Protocol, Endpoint: t.Endpoint()}
 			for _, s := range e.sinks {
 				s.Add(info)
@@ -154,13 +154,6 @@ func (e *Engine) Apply(cfg *config.Config) {
 		}
 	}
 	e.targets = newTargets
-}
-
-func sloOf(pc *config.Probe) collector.SLO {
-	if pc.SLO == nil {
-		return collector.SLO{}
-	}
-	return collector.SLO{TTFT: time.Duration(pc.SLO.TTFT), TPOT: time.Duration(pc.SLO.TPOT), Objective: pc.SLO.Objective}
 }
 
 // job is p on its schedule: each ticket sends one request and accounts
