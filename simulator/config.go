@@ -89,6 +89,15 @@ type FaultConfig struct {
 	TruncateRate         float64       `yaml:"truncate_rate"`
 	ErrorEventRate       float64       `yaml:"error_event_rate"`
 	ErrorEventStatusCode int           `yaml:"error_event_status"`
+	// CloseAfterStream closes the connection after every streamed answer
+	// although the response head allowed keep-alive, as llama.cpp's
+	// llama-server does (docs/simulator.md): a client that reuses the
+	// connection writes its next request into a closed socket.
+	// CloseAfterStreamDelay is how long after the answer's last byte the
+	// close comes; the wider it is, the more often a back-to-back client
+	// reuses the connection before it notices.
+	CloseAfterStream      bool          `yaml:"close_after_stream"`
+	CloseAfterStreamDelay time.Duration `yaml:"close_after_stream_delay"`
 }
 
 // GroundTruthConfig bounds the per-request ground-truth store.
@@ -144,10 +153,13 @@ func DefaultConfig() Config {
 			CompletionsDefaultMaxTokens: 16,
 		},
 		Faults: FaultConfig{
-			ErrorStatus:          503,
-			StallDuration:        2 * time.Second,
-			SlowFirstTokenDelay:  time.Second,
-			ErrorEventStatusCode: 500,
+			ErrorStatus:         503,
+			StallDuration:       2 * time.Second,
+			SlowFirstTokenDelay: time.Second,
+			// Long enough that a client sending back to back almost
+			// always writes into the connection before it closes.
+			CloseAfterStreamDelay: 2 * time.Millisecond,
+			ErrorEventStatusCode:  500,
 		},
 		GroundTruth: GroundTruthConfig{
 			Capacity:          10000,
@@ -261,6 +273,9 @@ func (c Config) Validate() error {
 	}
 	if f.StallDuration < 0 || f.StallDuration > maxFaultDuration {
 		bad("faults.stall_duration", "must be in [0, %s], got %s", maxFaultDuration, f.StallDuration)
+	}
+	if f.CloseAfterStreamDelay < 0 || f.CloseAfterStreamDelay > time.Second {
+		bad("faults.close_after_stream_delay", "must be in [0, 1s], got %s", f.CloseAfterStreamDelay)
 	}
 	if f.SlowFirstTokenDelay < 0 || f.SlowFirstTokenDelay > maxFaultDuration {
 		bad("faults.slow_first_token_delay", "must be in [0, %s], got %s", maxFaultDuration, f.SlowFirstTokenDelay)

@@ -108,6 +108,13 @@ func RegisterFlags(cmd *kingpin.CmdClause) *Flags {
 			return func(c *Config) { c.Output.RoleChunk = *v }
 		})
 
+	override("fault.close-after-stream", "Close the connection after every streamed answer while its head allowed keep-alive, as llama.cpp's llama-server does.", "false",
+		func(fc *kingpin.FlagClause) func(*Config) {
+			v := fc.Bool()
+			return func(c *Config) { c.Faults.CloseAfterStream = *v }
+		})
+	dur("fault.close-after-stream-delay", "How long after a streamed answer's last byte the connection closes.", d.Faults.CloseAfterStreamDelay,
+		func(c *Config) *time.Duration { return &c.Faults.CloseAfterStreamDelay })
 	flt("fault.error-rate", "Probability of an immediate HTTP error.", 0,
 		func(c *Config) *float64 { return &c.Faults.ErrorRate })
 	integer("fault.error-status", "HTTP status of injected errors.", d.Faults.ErrorStatus,

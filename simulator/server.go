@@ -6,6 +6,7 @@
 package simulator
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,8 +96,54 @@ func (s *Server) track(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.inflight.Add(1)
 		defer s.inflight.Done()
-		h.ServeHTTP(w, r)
+		if !s.cfg.Faults.CloseAfterStream || r.ProtoMajor != 1 {
+			h.ServeHTTP(w, r)
+			return
+		}
+		cw := &closingWriter{ResponseWriter: w}
+		h.ServeHTTP(cw, r)
+		cw.closeAfterStream(s.cfg.Faults.CloseAfterStreamDelay, s.logger)
 	})
+}
+
+// closingWriter sees whether an answer was streamed (and not already
+// hijacked by a fault) so the connection can be closed after it.
+type closingWriter struct {
+	http.ResponseWriter
+	hijacked bool
+}
+
+func (c *closingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+func (c *closingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c.hijacked = true
+	return http.NewResponseController(c.ResponseWriter).Hijack()
+}
+
+// closeAfterStream ends a streamed (chunked) answer itself and closes the
+// connection, without the Connection: close header a well-behaved server
+// sends: the client has seen a keep-alive answer and pools the connection.
+// llama.cpp's llama-server (cpp-httplib) answers a streamed completion so.
+func (c *closingWriter) closeAfterStream(delay time.Duration, logger *slog.Logger) {
+	ct := c.Header().Get("Content-Type")
+	if c.hijacked || !(strings.HasPrefix(ct, "text/event-stream") || strings.HasPrefix(ct, "application/x-ndjson")) {
+		return
+	}
+	conn, brw, err := http.NewResponseController(c.ResponseWriter).Hijack()
+	if err != nil {
+		logger.Debug("cannot hijack connection to close it after the stream", "err", err)
+		return
+	}
+	defer conn.Close()
+	// The terminating chunk, which net/http would have written had the
+	// handler returned normally.
+	if _, err := brw.WriteString("0\r\n\r\n"); err != nil {
+		return
+	}
+	if err := brw.Flush(); err != nil {
+		return
+	}
+	time.Sleep(delay)
 }
 
 // ListenAndServe listens on addr and serves until ctx is cancelled.
