@@ -105,6 +105,7 @@ type descs struct {
 	ttft, tpot, itl, duration, tps, phase, lag *prometheus.Desc
 	requests, inTokens, outTokens, slo, skip   *prometheus.Desc
 	success, lastTTFT, lastRun, objective      *prometheus.Desc
+	retry                                      *prometheus.Desc
 	sched                                      schedDescs
 }
 
@@ -115,6 +116,7 @@ func newDescs() descs {
 	}
 	return descs{
 		sched: newSchedDescs(base),
+		retry: newRetryDesc(base),
 		ttft: prometheus.NewDesc("llm_probe_time_to_first_token_seconds",
 			"Time from just before the request is written to the first chunk with non-empty output, for successful streamed requests.",
 			base, nil),
@@ -177,7 +179,7 @@ func (m *ProbeMetrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		m.d.ttft, m.d.tpot, m.d.itl, m.d.duration, m.d.tps, m.d.phase, m.d.lag,
 		m.d.requests, m.d.inTokens, m.d.outTokens, m.d.slo, m.d.skip,
-		m.d.success, m.d.lastTTFT, m.d.lastRun, m.d.objective,
+		m.d.success, m.d.lastTTFT, m.d.lastRun, m.d.objective, m.d.retry,
 	} {
 		ch <- d
 	}
@@ -280,6 +282,8 @@ type series struct {
 	// phase that never happens, such as dns, connect and tls on pooled
 	// connections, is not exported as an empty histogram.
 	phases [numPhases]atomic.Pointer[phaseHistogram]
+	// retries are indexed like probe.RetryReasons(), created on first use.
+	retries [numRetryReasons]atomic.Pointer[retryCounter]
 	// observeITL is built once so that Observe hands InterTokenLatencies a
 	// ready func value instead of a fresh closure.
 	observeITL func(time.Duration)
@@ -428,6 +432,7 @@ func (s *series) collect(ch chan<- prometheus.Metric) {
 		ch <- m
 	}
 	s.sched.collect(ch)
+	s.collectRetries(ch)
 }
 
 // newSkipCounter must be called with skipMu held or before s is shared.
@@ -489,6 +494,9 @@ func (s *series) observe(r *probe.Result) {
 	isStream := streamed(r)
 
 	s.requests[outcomeIndex(r.Outcome)].Inc()
+	if r.Retry != nil {
+		s.countRetry(r.Retry.Reason)
+	}
 	// Tokens are counted for every outcome: a stream cut short still cost the
 	// server the tokens it sent.
 	if r.InputTokens > 0 {

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	promconfig "github.com/prometheus/common/config"
@@ -28,6 +29,8 @@ import (
 var (
 	// errStreamStalled is the cancel cause set by the stall detector.
 	errStreamStalled = errors.New("stream stalled")
+	// errBuildRequest: net/http refused to build the request.
+	errBuildRequest = errors.New("cannot build the HTTP request")
 	// errDrained is the cancel cause when draining after the final event
 	// takes longer than drainGrace.
 	errDrained = errors.New("drain grace period over")
@@ -48,10 +51,14 @@ const (
 )
 
 type httpTarget struct {
-	opts    TargetOptions
-	base    *url.URL
-	client  *http.Client
-	tr      *http.Transport
+	opts   TargetOptions
+	base   *url.URL
+	client *http.Client
+	tr     *http.Transport
+	// fresh sends the retry of a request whose pooled connection failed,
+	// over a new connection that is not pooled afterwards.
+	fresh   *http.Client
+	freshTr *http.Transport
 	logger  *slog.Logger
 	secrets []string
 }
@@ -97,7 +104,10 @@ func newHTTPTarget(opts TargetOptions, logger *slog.Logger) (*httpTarget, error)
 		// follow_redirects turns it on for a target that needs it.
 		CheckRedirect: checkRedirect(opts.FollowRedirects),
 	}
-	t := &httpTarget{opts: opts, base: base, client: client, tr: tr, logger: logger}
+	freshTr := tr.Clone()
+	freshTr.DisableKeepAlives = true
+	fresh := &http.Client{Transport: freshTr, CheckRedirect: client.CheckRedirect}
+	t := &httpTarget{opts: opts, base: base, client: client, tr: tr, fresh: fresh, freshTr: freshTr, logger: logger}
 	if opts.BearerToken != "" {
 		t.secrets = append(t.secrets, opts.BearerToken)
 	}
@@ -124,7 +134,10 @@ func sensitiveHeader(name string) bool {
 	return false
 }
 
-func (t *httpTarget) close() { t.tr.CloseIdleConnections() }
+func (t *httpTarget) close() {
+	t.tr.CloseIdleConnections()
+	t.freshTr.CloseIdleConnections()
+}
 
 // newRequestID returns 16 random bytes in hex.
 func newRequestID() string {
@@ -187,28 +200,24 @@ type exchange struct {
 // including a non-200 status, it sets r.Outcome, r.Err and r.EndToEnd and
 // returns nil; otherwise the caller reads ex.body and calls ex.finish.
 func (t *httpTarget) send(ctx context.Context, r *Result, endpoint string, body []byte, stream bool) *exchange {
-	ex := &exchange{t: t, parent: ctx, trace: &traceRecorder{}}
+	ex := &exchange{t: t, parent: ctx}
 	ex.ctx, ex.cancel = context.WithCancelCause(ctx)
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ex.ctx, ex.trace.clientTrace()),
-		http.MethodPost, endpoint, bytes.NewReader(body))
-	if err != nil {
+	resp, gotConn, err := ex.attempt(t.client, r, endpoint, body, stream)
+	if err != nil && ex.staleConnection(err) {
+		// A POST is not replayable, so net/http does not retry it when a
+		// pooled connection turns out dead after the request was written
+		// (llama.cpp's server closes kept-alive connections after each
+		// stream). Nothing of an answer arrived, so the server did not
+		// take the request: send it once more, on a new connection, and
+		// measure that attempt.
+		r.Retry = &Retry{Reason: retryReason(err), Err: t.redact(unwrapURLError(err))}
+		resp, gotConn, err = ex.attempt(t.fresh, r, endpoint, body, stream)
+	}
+	if errors.Is(err, errBuildRequest) {
 		ex.cancel(nil)
-		r.Start = time.Now()
-		r.Outcome, r.Err = OutcomeProtocolError, errors.New("cannot build the HTTP request")
+		r.Outcome, r.Err = OutcomeProtocolError, err
 		return nil
 	}
-	t.setHeaders(req, r.RequestID, stream)
-
-	// Start is taken after the request is fully built, immediately before
-	// handing it to the transport. TTFT therefore includes getting a
-	// connection (DNS, connect, TLS when none is pooled) and writing the
-	// request, as the TTFT definition requires, but none of our own
-	// marshalling. The phases are exported separately for both views.
-	r.Start = time.Now()
-	ex.start = r.Start
-	resp, err := t.client.Do(req)
-	var gotConn bool
-	r.Phases, gotConn = ex.trace.phases()
 	if err != nil {
 		r.EndToEnd = time.Since(ex.start)
 		if !gotConn && context.Cause(ex.ctx) == nil {
@@ -231,6 +240,58 @@ func (t *httpTarget) send(ctx context.Context, r *Result, endpoint string, body 
 		return nil
 	}
 	return ex
+}
+
+// attempt sends one POST over client and waits for the response head; it
+// sets r.Start, r.Phases and ex's trace and start for this attempt.
+// gotConn reports whether a connection was obtained. A request that
+// cannot be built is reported as errBuildRequest.
+func (ex *exchange) attempt(client *http.Client, r *Result, endpoint string, body []byte, stream bool) (*http.Response, bool, error) {
+	ex.trace = &traceRecorder{}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ex.ctx, ex.trace.clientTrace()),
+		http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		r.Start = time.Now()
+		ex.start = r.Start
+		return nil, true, errBuildRequest
+	}
+	ex.t.setHeaders(req, r.RequestID, stream)
+	// Start is taken after the request is fully built, immediately before
+	// handing it to the transport. TTFT therefore includes getting a
+	// connection (DNS, connect, TLS when none is pooled) and writing the
+	// request, as the TTFT definition requires, but none of our own
+	// marshalling. The phases are exported separately for both views.
+	r.Start = time.Now()
+	ex.start = r.Start
+	resp, err := client.Do(req)
+	var gotConn bool
+	r.Phases, gotConn = ex.trace.phases()
+	return resp, gotConn, err
+}
+
+// staleConnection reports whether err is a pooled connection failing
+// before the first byte of an answer, with the probe's time not over:
+// the one failure that is retried.
+func (ex *exchange) staleConnection(err error) bool {
+	if errors.Is(err, errBuildRequest) || ex.parent.Err() != nil || context.Cause(ex.ctx) != nil {
+		return false
+	}
+	ex.trace.mu.Lock()
+	defer ex.trace.mu.Unlock()
+	return ex.trace.reused && ex.trace.resp.IsZero()
+}
+
+// retryReason classifies the failure of a first attempt.
+func retryReason(err error) string {
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return RetryEOF
+	case errors.Is(err, syscall.ECONNRESET):
+		return RetryReset
+	case errors.Is(err, syscall.EPIPE):
+		return RetryBrokenPipe
+	}
+	return RetryOther
 }
 
 // answerReader reads answers in an HTTP driver's protocol: a stream, or

@@ -42,6 +42,9 @@ func WriteReport(w io.Writer, target, probeName string, r *Result) error {
 		conn = "reused connection (no dns/connect/tls)"
 	}
 	line("connection", "%s", conn)
+	if rt := r.Retry; rt != nil {
+		line("  retried", "the first attempt's pooled connection failed before any answer (%s: %v); sent again on a new connection, and every time below is that attempt's", rt.Reason, rt.Err)
+	}
 	line("  dns", "%s", phase(p.DNS, p.HasDNS))
 	line("  connect", "%s", phase(p.Connect, p.HasConnect))
 	line("  tls", "%s", phase(p.TLS, p.HasTLS))

@@ -157,6 +157,12 @@ type Result struct {
 	OutputTokensSource TokenSource
 
 	FinishReason string
+	// Retry is set when the request was sent twice: the first attempt went
+	// over a pooled connection that failed before a byte of an answer came
+	// back (the server had closed it), and the probe was sent once more on
+	// a new connection. Start, the phases and every timing are the second
+	// attempt's; nil when the first attempt answered.
+	Retry *Retry
 	// ServerTimings is the server's own account of where the time went,
 	// when the protocol reports one (Ollama's *_duration fields, TGI's
 	// x-*-time headers on /generate), in the order the protocol lists
@@ -168,6 +174,30 @@ type Result struct {
 	// Err explains a non-success outcome, naming what went wrong.
 	Err error
 }
+
+// Retry describes a first attempt that failed on a reused connection.
+type Retry struct {
+	// Reason classifies how the first attempt failed: one of RetryReasons.
+	Reason string
+	// Err is the first attempt's error (redacted).
+	Err error
+}
+
+// Retry reasons, label values of llm_probe_connection_retries_total.
+const (
+	// RetryEOF: the server had closed the connection; the read met EOF.
+	RetryEOF = "eof"
+	// RetryReset: the connection was reset (the request reached a socket
+	// the server had closed).
+	RetryReset = "reset"
+	// RetryBrokenPipe: writing the request failed.
+	RetryBrokenPipe = "broken_pipe"
+	// RetryOther: any other failure before the answer's first byte.
+	RetryOther = "other"
+)
+
+// RetryReasons lists every Retry.Reason.
+func RetryReasons() []string { return []string{RetryEOF, RetryReset, RetryBrokenPipe, RetryOther} }
 
 // ServerTiming is one duration a server reported about its own handling
 // of a request. Name is the server's own name for it without the unit

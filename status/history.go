@@ -75,6 +75,9 @@ type Record struct {
 	OutputTokens       int
 	OutputTokensSource probe.TokenSource
 	FinishReason       string
+	// Retry is how the first attempt failed on a pooled connection when
+	// the request was sent again (probe.Retry.Reason); empty otherwise.
+	Retry string
 
 	// Err is the (already redacted) error, at most MaxHistoryErrorBytes.
 	Err string
@@ -295,6 +298,9 @@ func NewRecord(info HistoryProbe, req *probe.Request, res *probe.Result) Record 
 		OutputTokensSource: res.OutputTokensSource,
 		FinishReason:       display.Cut(res.FinishReason, maxHistoryFinishBytes),
 	}
+	if res.Retry != nil {
+		r.Retry = res.Retry.Reason
+	}
 	r.TPOT, r.HasTPOT = res.TPOT()
 	if len(res.Chunks) > 1 {
 		itl := make([]time.Duration, 0, len(res.Chunks))
@@ -337,6 +343,9 @@ func debugLog(info HistoryProbe, req *probe.Request, res *probe.Result, rec Reco
 	}
 	p := res.Phases
 	var at time.Duration
+	if rt := res.Retry; rt != nil {
+		add(0, "A pooled connection failed before any answer (%s); sent again on a new connection, timed from here", rt.Reason)
+	}
 	if p.ConnectionReused {
 		add(0, "Reusing a pooled connection (no dns, connect or tls)")
 	}

@@ -357,6 +357,11 @@ func resultRowOf(r *Record, now time.Time) resultRow {
 	} else if p.HasConnect || p.HasWrite {
 		row.Connection = "new"
 	}
+	if r.Retry != "" {
+		// The pooled connection failed first; the measured attempt is the
+		// one on a new connection.
+		row.Connection = "new (retried: " + r.Retry + ")"
+	}
 	if !r.Streamed && r.OK() {
 		row.TTFT = "not streamed"
 	}
