@@ -1,43 +1,26 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/llm-prober/llm-prober/engine"
+	"github.com/llm-prober/llm-prober/internal/testutil"
 	"github.com/llm-prober/llm-prober/probe"
 	"github.com/llm-prober/llm-prober/workload"
 )
-
-// lockedBuffer is written by the progress goroutine and read by the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // requests is a workload drawing whatever the function builds.
 type requests func() *probe.Request
 
 func (f requests) Draw(string) workload.Draw { return workload.Draw{Request: f()} }
 
-func fakeOptions(d probe.Driver, s Settings) (Options, *lockedBuffer, *lockedBuffer) {
-	var stdout, stderr lockedBuffer
+// fakeOptions runs d with settings s; the progress goroutine writes the
+// returned stdout and stderr while the test reads them.
+func fakeOptions(d probe.Driver, s Settings) (Options, *testutil.SyncBuffer, *testutil.SyncBuffer) {
+	var stdout, stderr testutil.SyncBuffer
 	if s.Mode == "" {
 		s.Mode = ModeConcurrency
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/common/promslog"
 
+	"github.com/llm-prober/llm-prober/internal/testutil"
 	"github.com/llm-prober/llm-prober/probe"
 	"github.com/llm-prober/llm-prober/simulator"
 	"github.com/llm-prober/llm-prober/simulator/simtest"
@@ -30,7 +31,7 @@ func startSimulator(t *testing.T, decodeBase time.Duration) string {
 	return simtest.Start(t, cfg).URL
 }
 
-func simOptions(t *testing.T, url string, maxTokens int, s Settings) (Options, *lockedBuffer, *lockedBuffer) {
+func simOptions(t *testing.T, url string, maxTokens int, s Settings) (Options, *testutil.SyncBuffer, *testutil.SyncBuffer) {
 	t.Helper()
 	d, err := probe.NewDriver(probe.ProtocolOpenAIChat, probe.TargetOptions{Name: "sim", URL: url, Model: "sim-llm"}, promslog.NewNopLogger())
 	if err != nil {
@@ -44,11 +45,6 @@ func simOptions(t *testing.T, url string, maxTokens int, s Settings) (Options, *
 	o.Probe.Model = "sim-llm"
 	o.Config = ConfigInfo{Target: "sim", Probe: "p", Model: "sim-llm", Endpoint: url}
 	return o, stdout, stderr
-}
-
-func groundTruth(t *testing.T, url, id string) simulator.RequestRecord {
-	t.Helper()
-	return simtest.GroundTruth(t, url, id)
 }
 
 func median(v []float64) float64 {
@@ -88,7 +84,7 @@ func TestStatisticsMatchGroundTruth(t *testing.T) {
 			t.Fatalf("line %d: %v", records+1, err)
 		}
 		records++
-		gt := groundTruth(t, url, r.RequestID)
+		gt := simtest.GroundTruth(t, url, r.RequestID)
 		if r.Outcome != "success" || gt.Outcome != "completed" {
 			t.Errorf("%s: outcome %s, simulator %s", r.RequestID, r.Outcome, gt.Outcome)
 			continue

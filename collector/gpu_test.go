@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -11,42 +10,25 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/llm-prober/llm-prober/internal/nvml"
 	"github.com/llm-prober/llm-prober/internal/nvml/nvmltest"
+	"github.com/llm-prober/llm-prober/internal/testutil"
 )
-
-// lockedBuffer collects log lines written from collection goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 type gpuFixture struct {
 	stub *nvmltest.Stub
 	c    *GPUCollector
 	reg  *prometheus.Registry
-	logs *lockedBuffer
+	logs *testutil.SyncBuffer
 }
 
 // newGPUFixture builds a stub with the given values, loads it through the
 // real binding and registers the collector on a pedantic registry.
 func newGPUFixture(t *testing.T, kv map[string]string, omit ...string) *gpuFixture {
 	t.Helper()
-	f := &gpuFixture{stub: nvmltest.Build(t, omit...), logs: &lockedBuffer{}}
+	f := &gpuFixture{stub: nvmltest.Build(t, omit...), logs: &testutil.SyncBuffer{}}
 	f.stub.Set(t, kv)
 	f.c = NewGPUCollector(GPUOptions{Logger: slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	t.Cleanup(f.c.Close)
@@ -60,7 +42,7 @@ func newGPUFixture(t *testing.T, kv map[string]string, omit ...string) *gpuFixtu
 
 func (f *gpuFixture) compare(t *testing.T, want string, names ...string) {
 	t.Helper()
-	if err := testutil.GatherAndCompare(f.reg, strings.NewReader(want), names...); err != nil {
+	if err := promtestutil.GatherAndCompare(f.reg, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
 }
@@ -161,14 +143,14 @@ llm_prober_collector_success{collector="gpu"} 1
 `
 	f.compare(t, want, allGPUMetrics...)
 
-	problems, err := testutil.GatherAndLint(f.reg)
+	problems, err := promtestutil.GatherAndLint(f.reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range problems {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
-	if n, err := testutil.GatherAndCount(f.reg, "llm_prober_collector_duration_seconds"); err != nil || n != 1 {
+	if n, err := promtestutil.GatherAndCount(f.reg, "llm_prober_collector_duration_seconds"); err != nil || n != 1 {
 		t.Errorf("collector duration series = %d, %v", n, err)
 	}
 }
@@ -176,7 +158,7 @@ llm_prober_collector_success{collector="gpu"} 1
 func TestGPUNotSupportedDropsOneMetric(t *testing.T) {
 	f := newGPUFixture(t, nvmltest.Devices(2, map[string]string{"dev0.power.ret": "3"}))
 	for range 3 {
-		if n, _ := testutil.GatherAndCount(f.reg, "llm_gpu_power_watts"); n != 1 {
+		if n, _ := promtestutil.GatherAndCount(f.reg, "llm_gpu_power_watts"); n != 1 {
 			t.Errorf("power series = %d, want 1 (device 1 only)", n)
 		}
 	}
@@ -186,7 +168,7 @@ llm_gpu_power_watts{gpu="1",name="NVIDIA H100 80GB HBM3",uuid="`+uuid1+`"} 312.5
 	// Everything else about device 0 is still there.
 	for _, name := range []string{"llm_gpu_info", "llm_gpu_utilization_ratio", "llm_gpu_memory_used_bytes",
 		"llm_gpu_power_limit_watts", "llm_gpu_energy_joules_total", "llm_gpu_temperature_celsius", "llm_gpu_sm_clock_hertz"} {
-		if n, _ := testutil.GatherAndCount(f.reg, name); n != 2 {
+		if n, _ := promtestutil.GatherAndCount(f.reg, name); n != 2 {
 			t.Errorf("%s series = %d, want 2", name, n)
 		}
 	}
@@ -201,10 +183,10 @@ llm_gpu_power_watts{gpu="1",name="NVIDIA H100 80GB HBM3",uuid="`+uuid1+`"} 312.5
 // collection failed.
 func TestGPUFaultMarksCollectionFailed(t *testing.T) {
 	f := newGPUFixture(t, nvmltest.Devices(2, map[string]string{"dev1.temp.ret": "15"}))
-	if n, _ := testutil.GatherAndCount(f.reg, "llm_gpu_temperature_celsius"); n != 1 {
+	if n, _ := promtestutil.GatherAndCount(f.reg, "llm_gpu_temperature_celsius"); n != 1 {
 		t.Errorf("temperature series = %d, want 1", n)
 	}
-	if n, _ := testutil.GatherAndCount(f.reg, "llm_gpu_power_watts"); n != 2 {
+	if n, _ := promtestutil.GatherAndCount(f.reg, "llm_gpu_power_watts"); n != 2 {
 		t.Errorf("power series = %d, want 2", n)
 	}
 	f.compare(t, gpuHelp("llm_prober_collector_success")+`llm_prober_collector_success{collector="gpu"} 0
@@ -226,7 +208,7 @@ func TestGPUInitFailure(t *testing.T) {
 		{"driver not loaded", stub.Path, "ERROR_DRIVER_NOT_LOADED"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			logs := &lockedBuffer{}
+			logs := &testutil.SyncBuffer{}
 			c := NewGPUCollector(GPUOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 			defer c.Close()
 			err := c.Apply(GPUSettings{Mode: GPUOn, Library: tc.library})
@@ -285,7 +267,7 @@ llm_prober_collector_success{collector="gpu"} 1
 	// Throttle reasons through the pre-12.2 name.
 	f.compare(t, gpuHelp("llm_gpu_clock_throttle_reason")+throttleSamples("0", uuid0, h100, 0x20), "llm_gpu_clock_throttle_reason")
 	for _, name := range []string{"llm_gpu_energy_joules_total", "llm_gpu_power_limit_watts"} {
-		if n, _ := testutil.GatherAndCount(f.reg, name); n != 0 {
+		if n, _ := promtestutil.GatherAndCount(f.reg, name); n != 0 {
 			t.Errorf("%s present without its symbol", name)
 		}
 	}
@@ -301,7 +283,7 @@ llm_gpu_temperature_celsius{gpu="0",name="NVIDIA H100 80GB HBM3",uuid="`+uuid0+`
 func TestGPUDeviceCountChanges(t *testing.T) {
 	f := newGPUFixture(t, nvmltest.Devices(2, nil))
 	count := func() int {
-		n, err := testutil.GatherAndCount(f.reg, "llm_gpu_info")
+		n, err := promtestutil.GatherAndCount(f.reg, "llm_gpu_info")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,7 +322,7 @@ func TestGPUDevicesFilter(t *testing.T) {
 llm_gpu_temperature_celsius{gpu="0",name="NVIDIA H100 80GB HBM3",uuid="`+uuid0+`"} 64
 llm_gpu_temperature_celsius{gpu="2",name="NVIDIA H100 80GB HBM3",uuid="GPU-aaaaaaaa-bbbb-cccc-dddd-000000000002"} 64
 `, "llm_gpu_temperature_celsius")
-	testutil.GatherAndCount(f.reg)
+	promtestutil.GatherAndCount(f.reg)
 	if n := strings.Count(f.logs.String(), "does not report"); n != 1 {
 		t.Errorf("absent index 7 logged %d times, want once:\n%s", n, f.logs)
 	}
@@ -349,7 +331,7 @@ llm_gpu_temperature_celsius{gpu="2",name="NVIDIA H100 80GB HBM3",uuid="GPU-aaaaa
 	if err := f.c.Apply(GPUSettings{Mode: GPUOn, Library: f.stub.Path}); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := testutil.GatherAndCount(f.reg, "llm_gpu_info"); n != 3 {
+	if n, _ := promtestutil.GatherAndCount(f.reg, "llm_gpu_info"); n != 3 {
 		t.Errorf("info series = %d, want 3", n)
 	}
 	if n := strings.Count(f.logs.String(), "NVML loaded"); n != 1 {
@@ -368,7 +350,7 @@ func TestGPUReloadDisablesAndReenables(t *testing.T) {
 	if err := f.c.Apply(GPUSettings{Mode: GPUAuto, Library: f.stub.Path}); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := testutil.GatherAndCount(f.reg, "llm_gpu_info"); n != 1 {
+	if n, _ := promtestutil.GatherAndCount(f.reg, "llm_gpu_info"); n != 1 {
 		t.Errorf("re-enabled: %d info series, want 1", n)
 	}
 }
@@ -410,7 +392,7 @@ func TestGPUConcurrentScrapes(t *testing.T) {
 func TestGPUCollectionIsTimeBound(t *testing.T) {
 	stub := nvmltest.Build(t)
 	stub.Set(t, nvmltest.Devices(1, map[string]string{"dev0.slow_ms": "600"}))
-	logs := &lockedBuffer{}
+	logs := &testutil.SyncBuffer{}
 	c := NewGPUCollector(GPUOptions{Timeout: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	defer c.Close()
 	if err := c.Apply(GPUSettings{Mode: GPUOn, Library: stub.Path}); err != nil {
@@ -420,7 +402,7 @@ func TestGPUCollectionIsTimeBound(t *testing.T) {
 	reg.MustRegister(c)
 	for range 3 {
 		start := time.Now()
-		if err := testutil.GatherAndCompare(reg, strings.NewReader(gpuHelp("llm_prober_collector_success")+
+		if err := promtestutil.GatherAndCompare(reg, strings.NewReader(gpuHelp("llm_prober_collector_success")+
 			`llm_prober_collector_success{collector="gpu"} 0
 `), "llm_prober_collector_success"); err != nil {
 			t.Error(err)
@@ -436,7 +418,7 @@ func TestGPUCollectionIsTimeBound(t *testing.T) {
 	stub.Set(t, nvmltest.Devices(1, nil))
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		n, _ := testutil.GatherAndCount(reg, "llm_gpu_info")
+		n, _ := promtestutil.GatherAndCount(reg, "llm_gpu_info")
 		if n == 1 {
 			break
 		}

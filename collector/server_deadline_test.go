@@ -10,24 +10,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-)
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 
-// hungServer answers nothing until the test ends.
-func hungServer(t *testing.T) *httptest.Server {
-	t.Helper()
-	release := make(chan struct{})
-	ts := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	// Cleanups run last-in first-out: release the handlers, then close.
-	t.Cleanup(ts.Close)
-	t.Cleanup(func() { close(release) })
-	return ts
-}
+	"github.com/llm-prober/llm-prober/internal/testutil"
+)
 
 // withinRegistry is what the daemon builds for one scrape: a registry
 // holding only c bounded by limit.
@@ -42,7 +28,7 @@ func withinRegistry(t *testing.T, c *ServerMetrics, limit time.Duration) *promet
 // configured timeout ends the fetch of a hung server in time, as a failed
 // scrape (up 0), without holding up the healthy target beside it.
 func TestServerMetricsWithinDeadline(t *testing.T) {
-	hung := hungServer(t)
+	hung, _ := testutil.HungServer(t)
 	ok := textServer(t, "text/plain; version=0.0.4", func() string { return vllmText })
 	c, logs, _ := newTestServerMetrics(t)
 	c.SetTargets([]ServerTarget{
@@ -67,7 +53,7 @@ func TestServerMetricsWithinDeadline(t *testing.T) {
 		t.Errorf("scrape duration of the hung target %vs, want about %s", d, limit)
 	}
 	const msg = "no complete answer within 200ms, the deadline of the scrape that asked (shorter than the 5s timeout)"
-	if n := logs.count(msg); n != 1 {
+	if n := logs.Count(msg); n != 1 {
 		t.Errorf("%d log lines with %q, want 1:\n%s", n, msg, logs)
 	}
 	var snap ServerSnapshot
@@ -80,7 +66,7 @@ func TestServerMetricsWithinDeadline(t *testing.T) {
 		t.Errorf("status page snapshot: up %v, err %q; want down with %q", snap.Up, snap.Err, msg)
 	}
 	// The wrapper describes what c describes: the exposition stays valid.
-	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+	if problems, err := promtestutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %v", problems, err)
 	}
 }
@@ -88,7 +74,7 @@ func TestServerMetricsWithinDeadline(t *testing.T) {
 // TestServerMetricsWithinKeepsShorterTimeout: a deadline longer than the
 // target's timeout changes nothing, and 0 is no deadline (Collect).
 func TestServerMetricsWithinKeepsShorterTimeout(t *testing.T) {
-	hung := hungServer(t)
+	hung, _ := testutil.HungServer(t)
 	c, logs, plain := newTestServerMetrics(t)
 	const timeout = 200 * time.Millisecond
 	c.SetTargets([]ServerTarget{{Name: "hung", URL: hung.URL, Kind: KindAuto, Timeout: timeout}})
@@ -102,7 +88,7 @@ func TestServerMetricsWithinKeepsShorterTimeout(t *testing.T) {
 			t.Errorf("up = %v (present %v), want 0", up, ok)
 		}
 	}
-	if n := logs.count("no complete answer within the 200ms timeout"); n != 1 {
+	if n := logs.Count("no complete answer within the 200ms timeout"); n != 1 {
 		t.Errorf("%d timeout lines, want 1:\n%s", n, logs)
 	}
 	if strings.Contains(logs.String(), "deadline") {
@@ -135,7 +121,7 @@ func TestServerMetricsTimeoutsLogOnce(t *testing.T) {
 	}))
 	t.Cleanup(ts.Close)
 	t.Cleanup(func() { close(release) })
-	logs := &logBuffer{}
+	logs := &testutil.SyncBuffer{}
 	c := NewServerMetrics(slog.New(slog.NewTextHandler(logs, nil)))
 	t.Cleanup(c.Close)
 	c.SetTargets([]ServerTarget{{Name: "t", URL: ts.URL, Kind: KindVLLM, Timeout: 300 * time.Millisecond}})
@@ -144,7 +130,7 @@ func TestServerMetricsTimeoutsLogOnce(t *testing.T) {
 		gatherValues(t, short)
 		c.Refresh()
 	}
-	if n := logs.count("Scraping model-server metrics failed"); n != 1 {
+	if n := logs.Count("Scraping model-server metrics failed"); n != 1 {
 		t.Errorf("%d failure lines for one hung server, want 1:\n%s", n, logs)
 	}
 	mu.Lock()
@@ -153,7 +139,7 @@ func TestServerMetricsTimeoutsLogOnce(t *testing.T) {
 	if got := gatherValues(t, short); got[`llm_server_up{target="t"}`] != 1 {
 		t.Errorf("recovered server not up: %v", got)
 	}
-	if n := logs.count("Scraping model-server metrics works again"); n != 1 {
+	if n := logs.Count("Scraping model-server metrics works again"); n != 1 {
 		t.Errorf("%d recovery lines, want 1:\n%s", n, logs)
 	}
 }
@@ -161,7 +147,7 @@ func TestServerMetricsTimeoutsLogOnce(t *testing.T) {
 // TestServerMetricsConcurrentDeadlines: scrapes with and without deadlines
 // at once (Prometheus and other clients) each keep their own bound.
 func TestServerMetricsConcurrentDeadlines(t *testing.T) {
-	hung := hungServer(t)
+	hung, _ := testutil.HungServer(t)
 	ok := textServer(t, "text/plain; version=0.0.4", func() string { return vllmText })
 	c, _, plain := newTestServerMetrics(t)
 	c.SetTargets([]ServerTarget{

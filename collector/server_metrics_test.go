@@ -15,32 +15,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/llm-prober/llm-prober/internal/testutil"
 )
 
-// logBuffer collects log lines from concurrent scrapes.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *logBuffer) count(substr string) int { return strings.Count(b.String(), substr) }
-
-func newTestServerMetrics(t *testing.T) (*ServerMetrics, *logBuffer, *prometheus.Registry) {
+func newTestServerMetrics(t *testing.T) (*ServerMetrics, *testutil.SyncBuffer, *prometheus.Registry) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &testutil.SyncBuffer{}
 	c := NewServerMetrics(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	t.Cleanup(c.Close)
 	reg := prometheus.NewPedanticRegistry()
@@ -127,7 +109,7 @@ func TestServerMetricsHugeExposition(t *testing.T) {
 			t.Fatalf("up = %v for a 50 MB exposition", got[`llm_server_up{target="big"}`])
 		}
 	}
-	if n := logs.count("more than 16777216 bytes"); n != 1 {
+	if n := logs.Count("more than 16777216 bytes"); n != 1 {
 		t.Errorf("%d log lines about the size, want 1:\n%s", n, logs)
 	}
 }
@@ -221,11 +203,11 @@ func TestServerMetricsLogsOncePerChange(t *testing.T) {
 		if got[`llm_server_up{target="t"}`] != s.up {
 			t.Errorf("%s: up = %v, want %v", s.mode, got[`llm_server_up{target="t"}`], s.up)
 		}
-		if n := logs.count(s.logged); n != 1 {
+		if n := logs.Count(s.logged); n != 1 {
 			t.Errorf("%s: %d lines with %q, want 1:\n%s", s.mode, n, s.logged, logs)
 		}
 	}
-	if n := logs.count("Detected the model-server kind"); n != 2 {
+	if n := logs.Count("Detected the model-server kind"); n != 2 {
 		t.Errorf("%d detection lines, want 2 (vllm, then sglang)", n)
 	}
 }
@@ -238,7 +220,7 @@ func TestServerMetricsSetTargets(t *testing.T) {
 		{Name: "b", URL: ts.URL, Kind: KindVLLM, Timeout: time.Second},
 	})
 	first := c.targets[0]
-	if n := testutil.CollectAndCount(c, serverUp); n != 2 {
+	if n := promtestutil.CollectAndCount(c, serverUp); n != 2 {
 		t.Fatalf("%d up series, want 2", n)
 	}
 	c.SetTargets([]ServerTarget{{Name: "a", URL: ts.URL, Kind: KindVLLM, Timeout: 2 * time.Second}})

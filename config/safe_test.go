@@ -1,14 +1,15 @@
 package config
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/promslog"
+
+	"github.com/llm-prober/llm-prober/internal/testutil"
 )
 
 const safeTestConfig = `
@@ -25,14 +26,8 @@ func TestSafeConfigReload(t *testing.T) {
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "c.yml")
 	keyPath := filepath.Join(dir, "key")
-	write := func(p, s string) {
-		t.Helper()
-		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(cfgPath, safeTestConfig)
-	write(keyPath, "sk-first\n")
+	testutil.WriteFile(t, cfgPath, safeTestConfig)
+	testutil.WriteFile(t, keyPath, "sk-first\n")
 
 	var logs strings.Builder
 	reg := prometheus.NewRegistry()
@@ -46,7 +41,7 @@ func TestSafeConfigReload(t *testing.T) {
 	if got := string(sc.Get().Targets[0].APIKey); got != "sk-first" {
 		t.Fatalf("key %q", got)
 	}
-	if testutil.ToFloat64(sc.reloadSuccess) != 1 || testutil.ToFloat64(sc.reloadTimestamp) == 0 {
+	if promtestutil.ToFloat64(sc.reloadSuccess) != 1 || promtestutil.ToFloat64(sc.reloadTimestamp) == 0 {
 		t.Error("reload gauges not set after success")
 	}
 
@@ -56,7 +51,7 @@ func TestSafeConfigReload(t *testing.T) {
 	}
 
 	// Rotated key file: the same config file yields a new key.
-	write(keyPath, "sk-rotated\n")
+	testutil.WriteFile(t, keyPath, "sk-rotated\n")
 	if err := sc.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -69,14 +64,14 @@ func TestSafeConfigReload(t *testing.T) {
 
 	// Broken file: the running config stays, gauge drops to 0.
 	before := sc.Get()
-	write(cfgPath, "targets: [{name: a, protocol: nope}]")
+	testutil.WriteFile(t, cfgPath, "targets: [{name: a, protocol: nope}]")
 	if err := sc.Reload(); err == nil {
 		t.Fatal("broken reload succeeded")
 	}
 	if sc.Get() != before {
 		t.Error("running config replaced by a broken one")
 	}
-	if testutil.ToFloat64(sc.reloadSuccess) != 0 {
+	if promtestutil.ToFloat64(sc.reloadSuccess) != 0 {
 		t.Error("reload_successful not 0 after failure")
 	}
 	for _, secret := range []string{"sk-first", "sk-rotated"} {

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/llm-prober/llm-prober/internal/testutil"
 )
 
 // checkValues are the template variable values the PromQL checks use:
@@ -272,7 +274,7 @@ func TestMetricNamesExist(t *testing.T) {
 // selectors, annotations) with `promtool check rules`, after substituting
 // the template variables, by writing them as recording rules.
 func TestQueriesPromtool(t *testing.T) {
-	promtool := requirePromtool(t)
+	promtool := testutil.RequirePromtool(t)
 	type rule struct {
 		Record string `yaml:"record"`
 		Expr   string `yaml:"expr"`
@@ -321,21 +323,6 @@ func TestQueriesPromtool(t *testing.T) {
 		t.Fatalf("promtool check rules: %v\n%s", err, msg)
 	}
 	t.Logf("promtool checked %d queries", len(rs))
-}
-
-// requirePromtool finds promtool. make test installs it and sets
-// LLM_PROBER_REQUIRE_PROMTOOL, so the check is skipped only when running
-// go test by hand without it.
-func requirePromtool(t *testing.T) string {
-	t.Helper()
-	path, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("LLM_PROBER_REQUIRE_PROMTOOL") != "" {
-			t.Fatal("promtool is required (make test installs Debian's prometheus package): not on PATH")
-		}
-		t.Skip("promtool not on PATH; `make test` installs Debian's prometheus package")
-	}
-	return path
 }
 
 func TestSubstitute(t *testing.T) {

@@ -5,13 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/llm-prober/llm-prober/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -46,10 +47,7 @@ func startServer(t *testing.T, cfg Config) *testServer {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
+	l := testutil.Listen(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	ts := &testServer{
 		srv:    srv,

@@ -13,6 +13,8 @@ import (
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
+	"github.com/llm-prober/llm-prober/internal/testutil"
 )
 
 func TestMetrics(t *testing.T) {
@@ -127,27 +129,17 @@ func TestGracefulShutdown(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Find a free port, then let ListenAndServe bind it.
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
+		addr := testutil.FreeAddr(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- srv.ListenAndServe(ctx, addr) }()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testutil.WaitFor(t, "the server to listen on "+addr, 10*time.Second, func() bool {
 			c, err := net.Dial("tcp", addr)
 			if err == nil {
 				c.Close()
-				break
 			}
-			if time.Now().After(deadline) {
-				t.Fatal("server never listened")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return err == nil
+		})
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatal(err)
@@ -162,9 +154,7 @@ func TestConfigFile(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, content string) string {
 		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		testutil.WriteFile(t, p, content)
 		return p
 	}
 	good := write("good.yml", `seed: 9
@@ -211,9 +201,7 @@ faults:
 func TestFlags(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "sim.yml")
-	if err := os.WriteFile(p, []byte("latency:\n  decode_base: 20ms\n  ttft_base: 99ms\nseed: 5\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFile(t, p, "latency:\n  decode_base: 20ms\n  ttft_base: 99ms\nseed: 5\n")
 	parse := func(args ...string) (*Flags, error) {
 		app := kingpin.New("test", "")
 		cmd := app.Command("simulate", "")

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"io"
-	"net"
 	"slices"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/llm-prober/llm-prober/internal/testutil"
 	"github.com/llm-prober/llm-prober/internal/tritonpb"
 )
 
@@ -20,10 +20,7 @@ import (
 // returns a client for it.
 func startGRPC(t *testing.T, ts *testServer) tritonpb.GRPCInferenceServiceClient {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := testutil.Listen(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ts.srv.ServeGRPC(ctx, l) }()

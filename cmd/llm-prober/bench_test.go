@@ -5,17 +5,15 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/llm-prober/llm-prober/internal/testutil"
 )
 
 // benchConfig is a target on url whose API key (from a file) and a
@@ -37,17 +35,19 @@ workloads:
 `, url, plantedHeader)
 }
 
+// benchDir writes benchConfig(url) as c.yml, with its key file, into a
+// new directory and returns the directory.
 func benchDir(t *testing.T, url string) string {
 	t.Helper()
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "key"), plantedAPIKey+"\n")
-	writeFile(t, filepath.Join(dir, "c.yml"), benchConfig(url))
+	testutil.WriteFile(t, filepath.Join(dir, "key"), plantedAPIKey+"\n")
+	testutil.WriteFile(t, filepath.Join(dir, "c.yml"), benchConfig(url))
 	return dir
 }
 
 func runBenchArgs(ctx context.Context, t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errOut syncBuffer
+	var out, errOut testutil.SyncBuffer
 	code = run(ctx, append([]string{"bench"}, args...), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
@@ -184,10 +184,7 @@ func TestBenchThresholdFails(t *testing.T) {
 // usage errors are reported before any request is sent.
 func countingListener(t *testing.T) (url string, conns *atomic.Int64) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := testutil.Listen(t)
 	conns = &atomic.Int64{}
 	done := make(chan struct{})
 	go func() {
@@ -298,27 +295,20 @@ func TestBenchProcessCtrlC(t *testing.T) {
 	}
 	url := startSimulator(t)
 	dir := benchDir(t, url)
-	bin := buildBinary(t, dir)
+	bin := testutil.BuildBinary(t)
 	jsonPath := filepath.Join(dir, "r.json")
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.SyncBuffer
 	cmd := exec.Command(bin, "bench", "--config.file", filepath.Join(dir, "c.yml"), "--target", "sim",
 		"--concurrency", "2", "--duration", "30s", "--warmup", "0s", "--output", jsonPath)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	p := testutil.StartProcess(t, "llm-prober bench", cmd)
 	// Interrupt once a few requests were measured (the plain progress line
 	// comes every 10 s, so wait on the simulator's own count instead).
-	waitFor(t, func() bool { return simulatorRequests(t, url) >= 4 })
+	testutil.WaitFor(t, "4 requests finished by the simulator", waitTimeout, func() bool { return simulatorRequests(url) >= 4 })
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		_ = cmd.Process.Kill()
+	if exited, _ := p.Wait(15 * time.Second); !exited {
 		t.Fatalf("no exit within 15 s of SIGINT\n%s", stderr.String())
 	}
 	if code := cmd.ProcessState.ExitCode(); code != 130 {
@@ -349,22 +339,11 @@ func TestBenchProcessCtrlC(t *testing.T) {
 }
 
 // simulatorRequests reads how many requests the simulator has finished
-// from its vLLM-named /metrics.
-func simulatorRequests(t *testing.T, url string) float64 {
-	t.Helper()
-	resp, err := http.Get(url + "/metrics")
+// from its vLLM-named /metrics (0 while it cannot).
+func simulatorRequests(url string) float64 {
+	mfs, err := testutil.GetMetrics(nil, url)
 	if err != nil {
 		return 0
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var total float64
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if strings.HasPrefix(line, "vllm:request_success_total{") {
-			if v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
-				total += v
-			}
-		}
-	}
-	return total
+	return mfs.Sum("vllm:request_success_total")
 }

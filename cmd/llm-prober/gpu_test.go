@@ -12,14 +12,13 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/llm-prober/llm-prober/internal/nvml/nvmltest"
+	"github.com/llm-prober/llm-prober/internal/testutil"
 )
 
 func TestServeGPUsEnabledWithoutNVMLFails(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "key"), "sk-x\n")
-	cfgPath := filepath.Join(dir, "llm-prober.yml")
-	writeFile(t, cfgPath, goodConfig+"gpus: {enabled: true, library: "+filepath.Join(dir, "libnvidia-ml.so.1")+"}\n")
-	logs := &syncBuffer{}
+	missing := filepath.Join(t.TempDir(), "libnvidia-ml.so.1")
+	cfgPath := testutil.WriteConfig(t, goodConfig+"gpus: {enabled: true, library: "+missing+"}\n", map[string]string{"key": "sk-x\n"})
+	logs := &testutil.SyncBuffer{}
 	empty := ""
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -62,7 +61,7 @@ func TestServeGPUMetricsFromStub(t *testing.T) {
 		t.Errorf("collector success = %q", v)
 	}
 	// Reloading with GPUs off drops the series.
-	writeFile(t, td.cfgPath, goodConfig+"gpus: {enabled: false}\n")
+	testutil.WriteFile(t, td.cfgPath, goodConfig+"gpus: {enabled: false}\n")
 	if code, _, body := get(t, "POST", td.url+"/-/reload"); code != 200 {
 		t.Fatalf("reload: %d %s", code, body)
 	}

@@ -4,13 +4,14 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/llm-prober/llm-prober/internal/testutil"
 )
 
 // TestHostileServersThroughTheDaemon probes hostile servers from the
@@ -34,10 +35,7 @@ func TestHostileServersThroughTheDaemon(t *testing.T) {
 	}))
 	t.Cleanup(huge.Close)
 	// A head that never finishes.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := testutil.Listen(t)
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	wg.Go(func() {
@@ -76,19 +74,19 @@ func TestHostileServersThroughTheDaemon(t *testing.T) {
 	}
 	td := startDaemon(t, cfg.String())
 	want := map[string]string{"gzip": "protocol_error", "big": "protocol_error", "redirect": "protocol_error", "slow-head": "timeout"}
-	waitFor(t, func() bool {
-		mfs := scrape(t, td.url)
+	testutil.WaitFor(t, "two requests of each target ended in its outcome", waitTimeout, func() bool {
+		mfs := testutil.Scrape(t, td.url)
 		for target, outcome := range want {
-			if sumOf(mfs, "llm_probe_requests_total", "target", target, "outcome", outcome) < 2 {
+			if mfs.Sum("llm_probe_requests_total", "target", target, "outcome", outcome) < 2 {
 				return false
 			}
 		}
 		return true
 	})
-	mfs := scrape(t, td.url)
+	mfs := testutil.Scrape(t, td.url)
 	for target, outcome := range want {
-		all := sumOf(mfs, "llm_probe_requests_total", "target", target)
-		if got := sumOf(mfs, "llm_probe_requests_total", "target", target, "outcome", outcome); got != all {
+		all := mfs.Sum("llm_probe_requests_total", "target", target)
+		if got := mfs.Sum("llm_probe_requests_total", "target", target, "outcome", outcome); got != all {
 			t.Errorf("%s: %v of %v requests ended as %s", target, got, all, outcome)
 		}
 	}

@@ -4,21 +4,21 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/exporter-toolkit/web"
 	"go.uber.org/goleak"
+
+	"github.com/llm-prober/llm-prober/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -51,109 +51,68 @@ targets:
     protocol: openia_chat
 `
 
-// syncBuffer collects log output written from several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type testDaemon struct {
 	url     string
-	dir     string
-	logs    *syncBuffer
+	logs    *testutil.SyncBuffer
 	hup     chan os.Signal
-	cancel  context.CancelFunc
-	done    chan int
 	cfgPath string
 }
 
-// startDaemon runs serve() in-process on a loopback port, exactly as main
-// does apart from the listener and the signal channel.
+// waitTimeout bounds the waits for a daemon's state: generous for a loaded
+// machine under the race detector.
+const waitTimeout = 10 * time.Second
+
+// startDaemon runs serve() in-process on a loopback port with cfg (beside
+// it, the key file holding plantedAPIKey), exactly as main does apart from
+// the listener and the signal channel, and waits until it is ready.
 func startDaemon(t *testing.T, cfg string, opts ...func(*serveOptions)) *testDaemon {
 	t.Helper()
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "key"), "sk-planted-secret-123456\n")
-	cfgPath := filepath.Join(dir, "llm-prober.yml")
-	writeFile(t, cfgPath, cfg)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncBuffer{}
-	level := promslog.NewLevel()
-	_ = level.Set("debug")
-	ctx, cancel := context.WithCancel(context.Background())
-	td := &testDaemon{
-		url: "http://" + l.Addr().String(), dir: dir, logs: logs, cfgPath: cfgPath,
-		hup: make(chan os.Signal, 1), cancel: cancel, done: make(chan int, 1),
-	}
-	emptyWebConfig := ""
-	o := serveOptions{
-		configFile:      cfgPath,
-		webFlags:        &web.FlagConfig{WebListenAddresses: &[]string{l.Addr().String()}, WebSystemdSocket: new(false), WebConfigFile: &emptyWebConfig},
-		shutdownTimeout: 5 * time.Second,
-		logger:          promslog.New(&promslog.Config{Level: level, Writer: logs}),
-		stderr:          logs,
-		listener:        l,
-		reloadSignals:   td.hup,
-	}
+	cfgPath := testutil.WriteConfig(t, cfg, map[string]string{"key": plantedAPIKey + "\n"})
+	td := &testDaemon{logs: &testutil.SyncBuffer{}, hup: make(chan os.Signal, 1), cfgPath: cfgPath}
+	// Registered first, so it runs after the daemon stopped.
+	t.Cleanup(func() {
+		if strings.Contains(td.logs.String(), "sk-planted-secret") {
+			t.Errorf("secret leaked into logs:\n%s", td.logs.String())
+		}
+	})
+	o := serveOptions{configFile: cfgPath, reloadSignals: td.hup}
 	for _, fn := range opts {
 		fn(&o)
 	}
-	go func() { td.done <- serve(ctx, o) }()
+	td.url = "http://" + serveInProcess(t, o, "", td.logs)
+	testutil.WaitReady(t, td.url)
+	return td
+}
+
+// serveInProcess runs serve(o) in a goroutine on a loopback listener, with
+// --web.config.file webConfig ("" for none), debug logs and stderr into logs
+// and a 5s shutdown timeout, and returns the listener's address. When the
+// test ends serve must return 0 within 10s.
+func serveInProcess(t *testing.T, o serveOptions, webConfig string, logs *testutil.SyncBuffer) string {
+	t.Helper()
+	l := testutil.Listen(t)
+	level := promslog.NewLevel()
+	_ = level.Set("debug")
+	o.webFlags = &web.FlagConfig{WebListenAddresses: &[]string{l.Addr().String()}, WebSystemdSocket: new(false), WebConfigFile: &webConfig}
+	o.shutdownTimeout = 5 * time.Second
+	o.logger = promslog.New(&promslog.Config{Level: level, Writer: logs})
+	o.stderr = logs
+	o.listener = l
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- serve(ctx, o) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case code := <-td.done:
+		case code := <-done:
 			if code != 0 {
 				t.Errorf("serve exited %d; logs:\n%s", code, logs.String())
 			}
 		case <-time.After(10 * time.Second):
 			t.Error("daemon did not stop within 10s")
 		}
-		if strings.Contains(logs.String(), "sk-planted-secret") {
-			t.Errorf("secret leaked into logs:\n%s", logs.String())
-		}
 	})
-	waitFor(t, func() bool {
-		resp, err := http.Get(td.url + "/-/ready")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
-	return td
-}
-
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return l.Addr().String()
 }
 
 func get(t *testing.T, method, url string) (int, string, string) {
@@ -174,13 +133,11 @@ func get(t *testing.T, method, url string) (int, string, string) {
 func metricValue(t *testing.T, td *testDaemon, name string) string {
 	t.Helper()
 	_, _, body := get(t, "GET", td.url+"/metrics")
-	for _, line := range strings.Split(body, "\n") {
-		if strings.HasPrefix(line, name+" ") {
-			return strings.TrimPrefix(line, name+" ")
-		}
+	v, n := testutil.SampleLine(body, name)
+	if n == 0 {
+		t.Fatalf("metric %s not found", name)
 	}
-	t.Fatalf("metric %s not found", name)
-	return ""
+	return v
 }
 
 func TestEndpoints(t *testing.T) {
@@ -223,7 +180,7 @@ func TestEndpoints(t *testing.T) {
 func TestMetricsLint(t *testing.T) {
 	td := startDaemon(t, goodConfig)
 	_, _, body := get(t, "GET", td.url+"/metrics")
-	problems, err := testutil.GatherAndLint(newDaemon(serveOptions{logger: promslog.NewNopLogger()}).registry)
+	problems, err := promtestutil.GatherAndLint(newDaemon(serveOptions{logger: promslog.NewNopLogger()}).registry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,14 +195,7 @@ func TestMetricsLint(t *testing.T) {
 // check is skipped only when running go test by hand without it.
 func promtoolCheckMetrics(t *testing.T, exposition string) {
 	t.Helper()
-	path, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("LLM_PROBER_REQUIRE_PROMTOOL") != "" {
-			t.Fatal("promtool is required (make test installs it): not on PATH")
-		}
-		t.Skip("promtool not on PATH; `make test` installs Debian's prometheus package")
-	}
-	cmd := exec.Command(path, "check", "metrics")
+	cmd := exec.Command(testutil.RequirePromtool(t), "check", "metrics")
 	cmd.Stdin = strings.NewReader(exposition)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -259,7 +209,7 @@ func TestReloadOverHTTP(t *testing.T) {
 		t.Fatalf("after start: reload_successful = %s", v)
 	}
 
-	writeFile(t, td.cfgPath, brokenConfig)
+	testutil.WriteFile(t, td.cfgPath, brokenConfig)
 	status, _, body := get(t, "POST", td.url+"/-/reload")
 	if status != 500 || !strings.Contains(body, `unknown protocol "openia_chat"`) {
 		t.Errorf("broken reload: %d %s", status, body)
@@ -274,7 +224,7 @@ func TestReloadOverHTTP(t *testing.T) {
 		t.Error("not ready after a failed reload")
 	}
 
-	writeFile(t, td.cfgPath, secondConfig)
+	testutil.WriteFile(t, td.cfgPath, secondConfig)
 	if status, _, body := get(t, "POST", td.url+"/-/reload"); status != 200 {
 		t.Fatalf("good reload: %d %s", status, body)
 	}
@@ -291,15 +241,19 @@ func TestReloadOverHTTP(t *testing.T) {
 
 func TestReloadOnSIGHUP(t *testing.T) {
 	td := startDaemon(t, goodConfig)
-	writeFile(t, td.cfgPath, brokenConfig)
+	testutil.WriteFile(t, td.cfgPath, brokenConfig)
 	td.hup <- syscall.SIGHUP
-	waitFor(t, func() bool { return metricValue(t, td, "llm_prober_config_last_reload_successful") == "0" })
+	testutil.WaitFor(t, "llm_prober_config_last_reload_successful 0", waitTimeout, func() bool {
+		return metricValue(t, td, "llm_prober_config_last_reload_successful") == "0"
+	})
 	if _, _, cfg := get(t, "GET", td.url+"/config"); !strings.Contains(cfg, "name: first") {
 		t.Errorf("old config not kept after SIGHUP with a broken file")
 	}
-	writeFile(t, td.cfgPath, secondConfig)
+	testutil.WriteFile(t, td.cfgPath, secondConfig)
 	td.hup <- syscall.SIGHUP
-	waitFor(t, func() bool { return metricValue(t, td, "llm_prober_config_last_reload_successful") == "1" })
+	testutil.WaitFor(t, "llm_prober_config_last_reload_successful 1", waitTimeout, func() bool {
+		return metricValue(t, td, "llm_prober_config_last_reload_successful") == "1"
+	})
 	if _, _, cfg := get(t, "GET", td.url+"/config"); !strings.Contains(cfg, "name: second") {
 		t.Errorf("new config not loaded after SIGHUP")
 	}
@@ -315,7 +269,7 @@ func TestReloadDisabled(t *testing.T) {
 func TestStartWithInvalidConfigExits1(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "bad.yml")
-	writeFile(t, path, brokenConfig)
+	testutil.WriteFile(t, path, brokenConfig)
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"--config.file=" + path, "--web.listen-address=127.0.0.1:0"}, &stdout, &stderr)
 	if code != 1 {
@@ -343,8 +297,8 @@ func TestCheckConfig(t *testing.T) {
 	}
 	stdout.Reset()
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "key"), "sk-planted-secret-123456\n")
-	writeFile(t, filepath.Join(dir, "c.yml"), goodConfig)
+	testutil.WriteFile(t, filepath.Join(dir, "key"), "sk-planted-secret-123456\n")
+	testutil.WriteFile(t, filepath.Join(dir, "c.yml"), goodConfig)
 	if code := run(context.Background(), []string{"check-config", "--print", filepath.Join(dir, "c.yml")}, &stdout, &stderr); code != 0 {
 		t.Fatalf("--print: exit %d: %s", code, stderr.String())
 	}

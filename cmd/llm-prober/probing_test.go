@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llm-prober/llm-prober/internal/testutil"
 	"github.com/llm-prober/llm-prober/simulator"
 	"github.com/llm-prober/llm-prober/simulator/simtest"
 )
@@ -30,15 +31,15 @@ func simConfig(url string, probes ...string) string {
 	return b.String()
 }
 
-func seriesValue(body, prefix string) (float64, bool) {
-	for _, line := range strings.Split(body, "\n") {
-		if strings.HasPrefix(line, prefix) {
-			f := strings.Fields(line)
-			v, err := strconv.ParseFloat(f[len(f)-1], 64)
-			return v, err == nil
-		}
+// seriesValue is the value of the series written exactly as series in a
+// text exposition.
+func seriesValue(body, series string) (float64, bool) {
+	s, n := testutil.SampleLine(body, series)
+	if n == 0 {
+		return 0, false
 	}
-	return 0, false
+	v, err := strconv.ParseFloat(strings.Fields(s)[0], 64)
+	return v, err == nil
 }
 
 // TestDaemonProbesSimulator is `make run` in a test: the daemon probes the
@@ -48,7 +49,7 @@ func TestDaemonProbesSimulator(t *testing.T) {
 	url := startSimulator(t)
 	td := startDaemon(t, simConfig(url, "steady", "extra"))
 	countPrefix := `llm_probe_time_to_first_token_seconds_count{model="sim-llm",probe="steady",target="sim"}`
-	waitFor(t, func() bool {
+	testutil.WaitFor(t, "3 TTFT observations of sim/steady", waitTimeout, func() bool {
 		_, _, body := get(t, "GET", td.url+"/metrics")
 		v, ok := seriesValue(body, countPrefix)
 		return ok && v >= 3
@@ -68,7 +69,7 @@ func TestDaemonProbesSimulator(t *testing.T) {
 	}
 	promtoolCheckMetrics(t, body)
 
-	writeFile(t, td.cfgPath, simConfig(url, "steady"))
+	testutil.WriteFile(t, td.cfgPath, simConfig(url, "steady"))
 	if status, _, out := get(t, "POST", td.url+"/-/reload"); status != 200 {
 		t.Fatalf("reload: %d %s", status, out)
 	}
@@ -80,7 +81,7 @@ func TestDaemonProbesSimulator(t *testing.T) {
 		t.Error("series of a kept probe lost on reload")
 	}
 	before, _ := seriesValue(body, countPrefix)
-	waitFor(t, func() bool {
+	testutil.WaitFor(t, "a new TTFT observation of sim/steady after the reload", waitTimeout, func() bool {
 		_, _, body := get(t, "GET", td.url+"/metrics")
 		v, _ := seriesValue(body, countPrefix)
 		return v > before
@@ -89,11 +90,9 @@ func TestDaemonProbesSimulator(t *testing.T) {
 
 func TestProbeSubcommand(t *testing.T) {
 	url := startSimulator(t)
-	dir := t.TempDir()
-	writeFile(t, dir+"/key", "sk-planted-secret-123456\n")
-	writeFile(t, dir+"/c.yml", simConfig(url, "steady"))
-	var stdout, stderr syncBuffer
-	code := run(context.Background(), []string{"probe", "--config.file", dir + "/c.yml", "--target", "sim"}, &stdout, &stderr)
+	cfgPath := testutil.WriteConfig(t, simConfig(url, "steady"), map[string]string{"key": plantedAPIKey + "\n"})
+	var stdout, stderr testutil.SyncBuffer
+	code := run(context.Background(), []string{"probe", "--config.file", cfgPath, "--target", "sim"}, &stdout, &stderr)
 	out := stdout.String()
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr.String())
@@ -106,7 +105,7 @@ func TestProbeSubcommand(t *testing.T) {
 	if strings.Contains(out+stderr.String(), "sk-planted") {
 		t.Error("probe output leaks the API key")
 	}
-	code = run(context.Background(), []string{"probe", "--config.file", dir + "/c.yml", "--target", "nope"}, &stdout, &stderr)
+	code = run(context.Background(), []string{"probe", "--config.file", cfgPath, "--target", "nope"}, &stdout, &stderr)
 	if code != 1 || !strings.Contains(stderr.String(), `no target "nope"`) {
 		t.Errorf("unknown target: exit %d, stderr %s", code, stderr.String())
 	}

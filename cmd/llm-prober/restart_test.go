@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,10 +11,7 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
+	"github.com/llm-prober/llm-prober/internal/testutil"
 	"github.com/llm-prober/llm-prober/simulator"
 	"github.com/llm-prober/llm-prober/simulator/simtest"
 )
@@ -50,113 +46,40 @@ func burstConfig(url string, tokens int, extra string) string {
 `, url, extra, tokens)
 }
 
-// scrape parses /metrics at url.
-func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
-	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatalf("/metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("/metrics: %v", err)
-	}
-	return mfs
-}
-
-// sumOf adds the values of name's series matching every label in sel.
-func sumOf(mfs map[string]*dto.MetricFamily, name string, sel ...string) float64 {
-	var v float64
-	for _, m := range mfs[name].GetMetric() {
-		ok := true
-		for i := 0; i+1 < len(sel); i += 2 {
-			found := false
-			for _, lp := range m.GetLabel() {
-				found = found || (lp.GetName() == sel[i] && lp.GetValue() == sel[i+1])
-			}
-			ok = ok && found
-		}
-		if ok {
-			v += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-	}
-	return v
-}
-
-// proberBinary builds the binary into the test's directory (the build
-// cache makes every build after the first a link).
-func proberBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "llm-prober")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // sigtermDuringBurst runs the binary, waits for a full burst in flight,
 // sends SIGTERM and returns the logs after it, how long the exit took and
 // the files the process left in its working, home and temp directories.
 func sigtermDuringBurst(t *testing.T, tokens int, shutdownTimeout string) (after string, took time.Duration, leftovers []string) {
 	t.Helper()
-	bin := proberBinary(t)
+	bin := testutil.BuildBinary(t)
 	url := slowSimulator(t)
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "llm-prober.yml")
-	writeFile(t, cfgPath, burstConfig(url, tokens, ""))
+	cfgPath := testutil.WriteConfig(t, burstConfig(url, tokens, ""), nil)
 	// The process gets empty working, home and temp directories; the
 	// config lives elsewhere. It must write nothing (the image runs with a
 	// read-only root filesystem).
 	work, home, tmp := t.TempDir(), t.TempDir(), t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	var logs syncBuffer
+	addr := testutil.FreeAddr(t)
 	cmd := exec.Command(bin, "--config.file="+cfgPath, "--web.listen-address="+addr, "--log.level=debug", "--web.shutdown-timeout="+shutdownTimeout)
 	cmd.Dir = work
 	cmd.Env = append(os.Environ(), "HOME="+home, "TMPDIR="+tmp)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
+	p := testutil.StartProcess(t, "llm-prober", cmd)
 	base := "http://" + addr
-	waitFor(t, func() bool {
-		resp, err := http.Get(base + "/-/ready")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	p.WaitReady(t, base)
 	// A whole burst in flight (a burst fires within 2s of the start).
-	waitFor(t, func() bool { return sumOf(scrape(t, base), "llm_probe_in_flight_requests", "probe", "burst") == 8 })
-	mark := len(logs.String())
+	testutil.WaitFor(t, "8 burst requests in flight", waitTimeout, func() bool {
+		return testutil.Scrape(t, base).Sum("llm_probe_in_flight_requests", "probe", "burst") == 8
+	})
+	mark := len(p.Output())
 	start := time.Now()
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("exit after SIGTERM: %v\n%s", err, logs.String())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("no exit within 60s of SIGTERM:\n%s", logs.String())
+	exited, err := p.Wait(60 * time.Second)
+	if !exited {
+		t.Fatalf("no exit within 60s of SIGTERM:\n%s", p.Output())
+	}
+	if err != nil {
+		t.Errorf("exit after SIGTERM: %v\n%s", err, p.Output())
 	}
 	took = time.Since(start)
 	for _, d := range []string{work, home, tmp} {
@@ -165,7 +88,7 @@ func sigtermDuringBurst(t *testing.T, tokens int, shutdownTimeout string) (after
 			leftovers = append(leftovers, filepath.Join(d, e.Name()))
 		}
 	}
-	return logs.String()[mark:], took, leftovers
+	return p.Output()[mark:], took, leftovers
 }
 
 // burstResults counts the burst probe's recorded results in logs: every
@@ -229,35 +152,37 @@ func TestSIGTERMPastDeadlineCancelsAndRecords(t *testing.T) {
 func TestReloadMidBurstLosesNothing(t *testing.T) {
 	url := slowSimulator(t)
 	td := startDaemon(t, burstConfig(url, 30, ""))
-	inFlight := func() float64 { return sumOf(scrape(t, td.url), "llm_probe_in_flight_requests", "probe", "burst") }
+	inFlight := func() float64 {
+		return testutil.Scrape(t, td.url).Sum("llm_probe_in_flight_requests", "probe", "burst")
+	}
 	reload := func(cfg string) {
 		t.Helper()
-		writeFile(t, td.cfgPath, cfg)
+		testutil.WriteFile(t, td.cfgPath, cfg)
 		if status, _, body := get(t, "POST", td.url+"/-/reload"); status != http.StatusOK {
 			t.Fatalf("reload: %d %s", status, body)
 		}
 	}
 	other := "  - name: other\n    protocol: openai_chat\n    url: " + url + "\n    model: sim-llm\n    probes: [{name: p, schedule: {every: 1h}}]\n"
-	waitFor(t, func() bool { return inFlight() == 8 })
+	testutil.WaitFor(t, "8 burst requests in flight", waitTimeout, func() bool { return inFlight() == 8 })
 	reload(burstConfig(url, 30, other)) // the burst's probe is unchanged
-	waitFor(t, func() bool { return inFlight() == 0 })
-	waitFor(t, func() bool { return inFlight() == 8 })
+	testutil.WaitFor(t, "the burst's requests to finish", waitTimeout, func() bool { return inFlight() == 0 })
+	testutil.WaitFor(t, "the next 8 burst requests in flight", waitTimeout, func() bool { return inFlight() == 8 })
 	changed := strings.Replace(burstConfig(url, 30, other), "period: 2s", "period: 3s", 1)
 	reload(changed) // the burst's probe restarts; its requests finish
 	// Stop scheduling: every probe's schedule becomes practically never.
 	time.Sleep(500 * time.Millisecond)
 	quiet := strings.NewReplacer("{burst: 8, period: 3s}", "{every: 24h}", "{every: 300ms}", "{every: 24h}").Replace(changed)
 	reload(quiet)
-	var mfs map[string]*dto.MetricFamily
-	waitFor(t, func() bool {
-		mfs = scrape(t, td.url)
-		return sumOf(mfs, "llm_probe_in_flight_requests") == 0
+	var mfs testutil.Families
+	testutil.WaitFor(t, "no request in flight after the schedules stopped", waitTimeout, func() bool {
+		mfs = testutil.Scrape(t, td.url)
+		return mfs.Sum("llm_probe_in_flight_requests") == 0
 	})
 	for _, p := range []string{"burst", "steady"} {
-		scheduled := sumOf(mfs, "llm_probe_scheduled_total", "probe", p)
-		requests := sumOf(mfs, "llm_probe_requests_total", "probe", p)
-		skipped := sumOf(mfs, "llm_probe_skipped_total", "probe", p)
-		success := sumOf(mfs, "llm_probe_requests_total", "probe", p, "outcome", "success")
+		scheduled := mfs.Sum("llm_probe_scheduled_total", "probe", p)
+		requests := mfs.Sum("llm_probe_requests_total", "probe", p)
+		skipped := mfs.Sum("llm_probe_skipped_total", "probe", p)
+		success := mfs.Sum("llm_probe_requests_total", "probe", p, "outcome", "success")
 		t.Logf("%s: scheduled %v, requests %v (success %v), skipped %v", p, scheduled, requests, success, skipped)
 		if scheduled == 0 || scheduled != requests+skipped {
 			t.Errorf("%s: scheduled %v != requests %v + skipped %v", p, scheduled, requests, skipped)
@@ -266,7 +191,7 @@ func TestReloadMidBurstLosesNothing(t *testing.T) {
 			t.Errorf("%s: %v of %v requests succeeded; a reload must not cancel requests in flight", p, success, requests)
 		}
 	}
-	if n := sumOf(mfs, "llm_probe_requests_total", "probe", "burst"); n < 16 {
+	if n := mfs.Sum("llm_probe_requests_total", "probe", "burst"); n < 16 {
 		t.Errorf("burst: %v requests recorded, want at least the two bursts in flight during the reloads (16)", n)
 	}
 }

@@ -4,39 +4,18 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/llm-prober/llm-prober/collector"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/promslog"
-)
 
-// hungMetricsServer is a model server whose /metrics never answers until
-// the test ends; arrived counts the requests it holds.
-func hungMetricsServer(t *testing.T) (url string, arrived *atomic.Int64) {
-	t.Helper()
-	arrived = new(atomic.Int64)
-	release := make(chan struct{})
-	ts := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-		arrived.Add(1)
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	// Registered before startDaemon's cleanup, so they run after it: the
-	// daemon stops first, then the handlers are released and the server
-	// closed.
-	t.Cleanup(ts.Close)
-	t.Cleanup(func() { close(release) })
-	return ts.URL + "/metrics", arrived
-}
+	"github.com/llm-prober/llm-prober/collector"
+	"github.com/llm-prober/llm-prober/internal/testutil"
+)
 
 // stuckConfig probes the simulator from two targets: sim, whose server
 // metrics are the simulator's, and stuck, whose server_metrics URL hangs.
@@ -95,20 +74,6 @@ func scrapeMetrics(t *testing.T, td *testDaemon, headers map[string]string) scra
 	return scrapeResult{resp.StatusCode, resp.Header.Get("Content-Type"), string(b), time.Since(start)}
 }
 
-// sampleLine returns the value of the series written exactly as series
-// (name and labels, labels in exposition order), and how often it appears.
-func sampleLine(body, series string) (string, int) {
-	var v string
-	n := 0
-	for line := range strings.Lines(body) {
-		if rest, ok := strings.CutPrefix(strings.TrimRight(line, "\n"), series+" "); ok {
-			v = rest
-			n++
-		}
-	}
-	return v, n
-}
-
 var promScrapeHeader = map[string]string{collector.ScrapeTimeoutHeader: "1"}
 
 // TestScrapeTimeoutHeaderBoundsServerFetches: with Prometheus's
@@ -117,14 +82,14 @@ var promScrapeHeader = map[string]string{collector.ScrapeTimeoutHeader: "1"}
 // scrape ends within the header's bound with llm_server_up 0 for that
 // target and everything else present, once.
 func TestScrapeTimeoutHeaderBoundsServerFetches(t *testing.T) {
-	hung, _ := hungMetricsServer(t)
-	td := startDaemon(t, stuckConfig(startSimulator(t), hung, "5s"))
+	hung, _ := testutil.HungServer(t) // cleaned up after the daemon: it stops first
+	td := startDaemon(t, stuckConfig(startSimulator(t), hung.URL+"/metrics", "5s"))
 	// Probe results of both targets, fetched with the header throughout:
 	// without it every scrape here would take the 5s timeout.
-	waitFor(t, func() bool {
+	testutil.WaitFor(t, "probe results of both targets", waitTimeout, func() bool {
 		body := scrapeMetrics(t, td, promScrapeHeader).body
-		_, sim := sampleLine(body, `llm_probe_success{model="sim-llm",probe="steady",target="sim"}`)
-		_, stuck := sampleLine(body, `llm_probe_success{model="sim-llm",probe="steady",target="stuck"}`)
+		_, sim := testutil.SampleLine(body, `llm_probe_success{model="sim-llm",probe="steady",target="sim"}`)
+		_, stuck := testutil.SampleLine(body, `llm_probe_success{model="sim-llm",probe="steady",target="stuck"}`)
 		return sim == 1 && stuck == 1
 	})
 
@@ -142,11 +107,11 @@ func TestScrapeTimeoutHeaderBoundsServerFetches(t *testing.T) {
 		`llm_probe_success{model="sim-llm",probe="steady",target="sim"}`:   "1",
 		`llm_probe_success{model="sim-llm",probe="steady",target="stuck"}`: "1",
 	} {
-		if v, n := sampleLine(r.body, series); n != 1 || v != want {
+		if v, n := testutil.SampleLine(r.body, series); n != 1 || v != want {
 			t.Errorf("%s = %q (%d times), want %q once", series, v, n, want)
 		}
 	}
-	if v, n := sampleLine(r.body, `llm_server_scrape_duration_seconds{target="stuck"}`); n != 1 || v == "" {
+	if v, n := testutil.SampleLine(r.body, `llm_server_scrape_duration_seconds{target="stuck"}`); n != 1 || v == "" {
 		t.Errorf("scrape duration of the stuck target: %q (%d times)", v, n)
 	}
 	// Every family once: the main registry's and the per-scrape one's,
@@ -184,7 +149,7 @@ func TestScrapeTimeoutHeaderBoundsServerFetches(t *testing.T) {
 	for range 6 {
 		wg.Go(func() {
 			r := scrapeMetrics(t, td, promScrapeHeader)
-			if v, n := sampleLine(r.body, `llm_server_up{target="stuck"}`); r.status != 200 || n != 1 || v != "0" || r.elapsed > 3*time.Second {
+			if v, n := testutil.SampleLine(r.body, `llm_server_up{target="stuck"}`); r.status != 200 || n != 1 || v != "0" || r.elapsed > 3*time.Second {
 				t.Errorf("concurrent scrape: status %d, up %q (%d times) after %s", r.status, v, n, r.elapsed)
 			}
 		})
@@ -196,9 +161,9 @@ func TestScrapeTimeoutHeaderBoundsServerFetches(t *testing.T) {
 // with one that is not a positive number of seconds, the configured timeout
 // bounds the fetch, as before; so does a header allowing more than it.
 func TestNoScrapeTimeoutHeaderKeepsConfiguredTimeout(t *testing.T) {
-	hung, _ := hungMetricsServer(t)
+	hung, _ := testutil.HungServer(t) // cleaned up after the daemon: it stops first
 	const timeout = 1500 * time.Millisecond
-	td := startDaemon(t, stuckConfig(startSimulator(t), hung, "1500ms"))
+	td := startDaemon(t, stuckConfig(startSimulator(t), hung.URL+"/metrics", "1500ms"))
 	var wg sync.WaitGroup
 	for _, header := range []string{"", "abc", "0", "-1", "NaN", "10"} {
 		wg.Go(func() {
@@ -212,7 +177,7 @@ func TestNoScrapeTimeoutHeaderKeepsConfiguredTimeout(t *testing.T) {
 			if r.status != http.StatusOK || r.elapsed < timeout || r.elapsed > timeout+3*time.Second {
 				t.Errorf("header %q: status %d after %s, want 200 after the %s timeout", header, r.status, r.elapsed, timeout)
 			}
-			if v, n := sampleLine(r.body, `llm_server_up{target="stuck"}`); n != 1 || v != "0" {
+			if v, n := testutil.SampleLine(r.body, `llm_server_up{target="stuck"}`); n != 1 || v != "0" {
 				t.Errorf("header %q: up %q (%d times)", header, v, n)
 			}
 		})
@@ -226,8 +191,8 @@ func TestNoScrapeTimeoutHeaderKeepsConfiguredTimeout(t *testing.T) {
 // TestMetricsMaxRequestsInFlight: the handler built per scrape keeps
 // promhttp's limit of 10 scrapes in flight, answered as promhttp does.
 func TestMetricsMaxRequestsInFlight(t *testing.T) {
-	hung, arrived := hungMetricsServer(t)
-	td := startDaemon(t, stuckConfig("http://127.0.0.1:1", hung, "2s"))
+	hung, arrived := testutil.HungServer(t)
+	td := startDaemon(t, stuckConfig("http://127.0.0.1:1", hung.URL+"/metrics", "2s"))
 	var wg sync.WaitGroup
 	for range 10 {
 		wg.Go(func() {
@@ -237,7 +202,7 @@ func TestMetricsMaxRequestsInFlight(t *testing.T) {
 		})
 	}
 	// All ten hold the hung server, so all ten are in flight.
-	waitFor(t, func() bool { return arrived.Load() >= 10 })
+	testutil.WaitFor(t, "10 scrapes held by the hung server", waitTimeout, func() bool { return arrived.Load() >= 10 })
 	r := scrapeMetrics(t, td, promScrapeHeader)
 	if r.status != http.StatusServiceUnavailable || !strings.Contains(r.body, "Limit of concurrent requests reached (10), try again later.") {
 		t.Errorf("11th scrape: status %d, body %q", r.status, r.body)
@@ -255,7 +220,7 @@ func TestServerMetricsDescribeWithMainRegistry(t *testing.T) {
 	d := newDaemon(serveOptions{logger: promslog.NewNopLogger()})
 	servers := prometheus.NewRegistry()
 	servers.MustRegister(d.servers.Within(time.Second))
-	problems, err := testutil.GatherAndLint(prometheus.Gatherers{d.registry, servers})
+	problems, err := promtestutil.GatherAndLint(prometheus.Gatherers{d.registry, servers})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,18 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -24,8 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/promslog"
-	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/llm-prober/llm-prober/internal/testutil"
 )
 
 // Planted secrets: the API key startDaemon writes to its key file, a
@@ -138,7 +129,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}
 	// Every target failed at least twice: once logged at warn with its
 	// error, then at debug.
-	waitFor(t, func() bool {
+	testutil.WaitFor(t, "every target's failure logged 3 times", waitTimeout, func() bool {
 		logs := td.logs.String()
 		for _, tg := range targets {
 			if strings.Count(logs, "target="+tg+" ") < 3 {
@@ -205,37 +196,6 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}
 }
 
-// selfSignedFiles writes a certificate for 127.0.0.1 and its key, and
-// returns their paths and a pool trusting the certificate.
-func selfSignedFiles(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "llm-prober test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "web.crt"), filepath.Join(dir, "web.key")
-	writeFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
-	writeFile(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})))
-	cert, _ := x509.ParseCertificate(der)
-	pool = x509.NewCertPool()
-	pool.AddCert(cert)
-	return certFile, keyFile, pool
-}
-
 // webPassword and its bcrypt hash (cost 4, so tests stay fast; produced once
 // with golang.org/x/crypto/bcrypt, which exporter-toolkit uses to check it).
 const (
@@ -246,56 +206,31 @@ const (
 
 // startSecureDaemon is startDaemon behind an exporter-toolkit web config
 // with TLS and basic auth.
-func startSecureDaemon(t *testing.T, disableReload bool) (url string, client *http.Client, logs *syncBuffer, cfgPath string) {
+func startSecureDaemon(t *testing.T, disableReload bool) (url string, client *http.Client, logs *testutil.SyncBuffer, cfgPath string) {
 	t.Helper()
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "key"), plantedAPIKey+"\n")
-	cfgPath = filepath.Join(dir, "llm-prober.yml")
-	writeFile(t, cfgPath, goodConfig)
-	certFile, keyFile, pool := selfSignedFiles(t, dir)
+	cfgPath = testutil.WriteConfig(t, goodConfig, map[string]string{"key": plantedAPIKey + "\n"})
+	dir := filepath.Dir(cfgPath)
+	cert := testutil.SelfSignedCert(t)
+	certFile, keyFile := filepath.Join(dir, "web.crt"), filepath.Join(dir, "web.key")
+	testutil.WriteFile(t, certFile, string(cert.CertPEM))
+	testutil.WriteFile(t, keyFile, string(cert.KeyPEM))
 	webConfig := filepath.Join(dir, "web.yml")
-	writeFile(t, webConfig, fmt.Sprintf("tls_server_config:\n  cert_file: %s\n  key_file: %s\nbasic_auth_users:\n  %s: %s\n", certFile, keyFile, webUser, webHash))
+	testutil.WriteFile(t, webConfig, fmt.Sprintf("tls_server_config:\n  cert_file: %s\n  key_file: %s\nbasic_auth_users:\n  %s: %s\n", certFile, keyFile, webUser, webHash))
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs = &syncBuffer{}
-	level := promslog.NewLevel()
-	_ = level.Set("debug")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan int, 1)
-	opts := serveOptions{
-		configFile:      cfgPath,
-		webFlags:        &web.FlagConfig{WebListenAddresses: &[]string{l.Addr().String()}, WebSystemdSocket: new(false), WebConfigFile: &webConfig},
-		shutdownTimeout: 5 * time.Second,
-		disableReload:   disableReload,
-		logger:          promslog.New(&promslog.Config{Level: level, Writer: logs}),
-		stderr:          logs,
-		listener:        l,
-		reloadSignals:   make(chan os.Signal, 1),
-	}
-	go func() { done <- serve(ctx, opts) }()
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
-	client = &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	logs = &testutil.SyncBuffer{}
+	// Registered first, so it runs after the daemon stopped.
 	t.Cleanup(func() {
-		cancel()
-		tr.CloseIdleConnections()
-		select {
-		case code := <-done:
-			if code != 0 {
-				t.Errorf("serve exited %d; logs:\n%s", code, logs.String())
-			}
-		case <-time.After(10 * time.Second):
-			t.Error("daemon did not stop within 10s")
-		}
 		assertNoSecrets(t, "logs", logs.String())
 		if strings.Contains(logs.String(), webPassword) {
 			t.Error("web password in the logs")
 		}
 	})
-	url = "https://" + l.Addr().String()
-	waitFor(t, func() bool {
+	addr := serveInProcess(t, serveOptions{configFile: cfgPath, disableReload: disableReload, reloadSignals: make(chan os.Signal, 1)}, webConfig, logs)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.Pool}}
+	client = &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	t.Cleanup(tr.CloseIdleConnections)
+	url = "https://" + addr
+	testutil.WaitFor(t, "200 OK from /-/ready over TLS with basic auth", testutil.ReadyTimeout, func() bool {
 		req, _ := http.NewRequest("GET", url+"/-/ready", nil)
 		req.SetBasicAuth(webUser, webPassword)
 		resp, err := client.Do(req)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/llm-prober/llm-prober/internal/nvml/nvmltest"
+	"github.com/llm-prober/llm-prober/internal/testutil"
 )
 
 // chromiumPath finds headless Chromium for the browser tests. `make test`
@@ -153,11 +154,11 @@ func TestStatusPageInBrowser(t *testing.T) {
 		withGPU = true
 	}
 	td := startDaemon(t, statusConfig(sim, gpus), func(o *serveOptions) { o.historyResults = 100 })
-	waitFor(t, func() bool {
-		mfs := scrape(t, td.url)
-		return sumOf(mfs, "llm_probe_requests_total", "target", "sim", "outcome", "success") >= 5 &&
-			sumOf(mfs, "llm_probe_requests_total", "target", "flaky", "outcome", "http_5xx") >= 2 &&
-			sumOf(mfs, "llm_probe_requests_total", "target", "down", "outcome", "connect_error") >= 2
+	testutil.WaitFor(t, "5 successes of sim, 2 http_5xx of flaky, 2 connect_errors of down", waitTimeout, func() bool {
+		mfs := testutil.Scrape(t, td.url)
+		return mfs.Sum("llm_probe_requests_total", "target", "sim", "outcome", "success") >= 5 &&
+			mfs.Sum("llm_probe_requests_total", "target", "flaky", "outcome", "http_5xx") >= 2 &&
+			mfs.Sum("llm_probe_requests_total", "target", "down", "outcome", "connect_error") >= 2
 	})
 	shots := t.TempDir()
 	noScript := startDevtools(t, bin, false)
@@ -186,7 +187,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 				`(?s)data-probe="steady">.*?100\.0% <span class="muted">\(\d+/\d+\)</span></td><td class="n">[0-9.]+ ms</td><td class="n">[0-9.]+ ms</td>`,
 				// Server summary: scraped by the page itself (nothing
 				// scrapes /metrics for the servers here... except the
-				// waitFor above, which is fine either way).
+				// WaitFor above, which is fine either way).
 				`Server metrics \(vllm, <span class="mono">[^<]+/metrics</span>\): <span class="ok">up</span>`,
 				`<th>KV cache usage</th>`,
 				// The links and version of the old landing page.

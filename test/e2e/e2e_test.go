@@ -23,30 +23,26 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/llm-prober/llm-prober/dashboards"
+	"github.com/llm-prober/llm-prober/internal/testutil"
 )
 
 const (
@@ -71,33 +67,35 @@ func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test skipped in -short mode")
 	}
-	prometheusBin := requirePrometheus(t)
-	root := repoRoot(t)
-	recordInputs(t, root)
+	// make test installs Debian's prometheus package
+	// (scripts/ensure-promtool.sh) and sets LLM_PROBER_REQUIRE_PROMTOOL, so
+	// the test skips only when run by hand on a machine without it.
+	prometheusBin := testutil.RequireTool(t, "prometheus", "LLM_PROBER_REQUIRE_PROMTOOL",
+		"the end-to-end test needs a real Prometheus. Install Debian's prometheus package (apt-get install prometheus, which also gives promtool; `make test` does it through scripts/ensure-promtool.sh) or put a prometheus 2.42+ binary on PATH")
+	root := testutil.RepoRoot(t)
+	// Besides the sources (BuildBinary reads those), Prometheus reads the
+	// rules and the test the dashboards and docs: go test's cache must
+	// know of them.
+	testutil.RecordInputs(t, ".yml", ".yaml", ".json", ".md", ".proto")
 	dir := t.TempDir()
-	// Building can be slow while go test builds other packages beside it;
-	// it has its own bound, outside the test's.
-	buildStart := time.Now()
-	buildCtx, cancelBuild := context.WithTimeout(context.Background(), 5*time.Minute)
-	bin := buildProber(buildCtx, t, root, dir)
-	cancelBuild()
-	t.Logf("built llm-prober in %s", time.Since(buildStart).Round(time.Millisecond))
+	// Building has its own bound, outside the test's.
+	bin := testutil.BuildBinary(t)
 
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
 
-	simA, simB, proberAddr, promAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	simA, simB, proberAddr, promAddr := testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)
 	simArgs := []string{"simulate", "--log.level=warn"}
 	// The simulator's Triton gRPC API listens on a fixed default port; the
 	// test does not use it, so turn it off where the flag exists.
 	if help, _ := exec.Command(bin, "simulate", "--help").CombinedOutput(); bytes.Contains(help, []byte("--grpc-listen")) {
 		simArgs = append(simArgs, "--grpc-listen=")
 	}
-	startSim := func(addr string, extra ...string) *process {
+	startSim := func(addr string, extra ...string) *testutil.Process {
 		args := append(append(append([]string{}, simArgs...), "--listen", addr), extra...)
-		p := startProcess(t, dir, "simulate-"+addr, bin, args...)
-		waitHTTP(ctx, t, "http://"+addr+"/health", p)
+		p := testutil.StartProcess(t, "simulate-"+addr, exec.Command(bin, args...))
+		p.WaitHTTP(t, "http://"+addr+"/health")
 		return p
 	}
 	startSim(simA, "--metrics.naming", "triton",
@@ -105,19 +103,19 @@ func TestEndToEnd(t *testing.T) {
 	flaky := startSim(simB, "--fault.error-rate", "1")
 
 	cfgPath := filepath.Join(dir, "llm-prober.yml")
-	writeFile(t, cfgPath, fmt.Sprintf(proberConfig, simA, simA, simB, simB))
-	prober := startProcess(t, dir, "llm-prober", bin,
-		"--config.file="+cfgPath, "--web.listen-address="+proberAddr, "--log.level=warn")
-	waitHTTP(ctx, t, "http://"+proberAddr+"/-/ready", prober)
+	testutil.WriteFile(t, cfgPath, fmt.Sprintf(proberConfig, simA, simA, simB, simB))
+	prober := testutil.StartProcess(t, "llm-prober", exec.Command(bin,
+		"--config.file="+cfgPath, "--web.listen-address="+proberAddr, "--log.level=warn"))
+	prober.WaitReady(t, "http://"+proberAddr)
 
 	promCfg := filepath.Join(dir, "prometheus.yml")
-	writeFile(t, promCfg, fmt.Sprintf(prometheusConfig, filepath.Join(root, "alerts", "llm-prober-rules.yml"), proberAddr))
-	prom := startProcess(t, dir, "prometheus", prometheusBin,
+	testutil.WriteFile(t, promCfg, fmt.Sprintf(prometheusConfig, filepath.Join(root, "alerts", "llm-prober-rules.yml"), proberAddr))
+	prom := testutil.StartProcess(t, "prometheus", exec.Command(prometheusBin,
 		"--config.file="+promCfg,
 		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
 		"--web.listen-address="+promAddr,
-		"--log.level=warn")
-	waitHTTP(ctx, t, "http://"+promAddr+"/-/ready", prom)
+		"--log.level=warn"))
+	prom.WaitReady(t, "http://"+promAddr)
 	api := &promAPI{base: "http://" + promAddr}
 	checkRulesLoaded(ctx, t, api)
 	t.Logf("everything running after %s", time.Since(start).Round(time.Millisecond))
@@ -172,7 +170,7 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("dashboard annotations", func(t *testing.T) { checkAnnotations(ctx, t, api, root) })
 
 	// Restore the flaky simulator: the next success resolves the alert.
-	flaky.stop()
+	flaky.Stop()
 	startSim(simB)
 	poll(ctx, t, "LLMProbeFailing for sim-flaky resolved", 2*time.Second, func() (bool, string) {
 		for _, a := range checkAlerts() {
@@ -574,217 +572,10 @@ func alertNames(as []alert) []string {
 	return names
 }
 
-// --- processes and helpers ---------------------------------------------------
-
-// requirePrometheus finds the prometheus binary. make test installs
-// Debian's prometheus package (scripts/ensure-promtool.sh) and sets
-// LLM_PROBER_REQUIRE_PROMTOOL, so the test skips only when run by hand on
-// a machine without it.
-func requirePrometheus(t *testing.T) string {
-	t.Helper()
-	path, err := exec.LookPath("prometheus")
-	if err != nil {
-		msg := "prometheus not on PATH: the end-to-end test needs a real Prometheus. Install Debian's prometheus package (apt-get install prometheus, which also gives promtool; `make test` does it through scripts/ensure-promtool.sh) or put a prometheus 2.42+ binary on PATH"
-		if os.Getenv("LLM_PROBER_REQUIRE_PROMTOOL") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return path
-}
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("cannot locate the test file")
-	}
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
-// recordInputs reads every file the binaries and Prometheus will read
-// (sources, go.mod, rules, dashboards, docs) from this process. go test
-// caches a test's result keyed on the files the test itself opened; the
-// build and Prometheus run in child processes, so without this a changed
-// source or rules file would not invalidate a cached pass.
-func recordInputs(t *testing.T, root string) {
-	t.Helper()
-	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() {
-			if path != root && (strings.HasPrefix(name, ".") || name == "testdata") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		switch filepath.Ext(name) {
-		case ".go", ".yml", ".yaml", ".json", ".md", ".mod", ".sum", ".proto":
-			_, err := os.ReadFile(path)
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("reading the sources: %v", err)
-	}
-}
-
-// buildProber builds the daemon as make build does (without the version
-// stamp), into dir.
-func buildProber(ctx context.Context, t *testing.T, root, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "llm-prober")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/llm-prober")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// process is a child in its own process group, so stopping it also stops
-// anything it started.
-type process struct {
-	name    string
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{}
-	once    sync.Once
-	t       *testing.T
-}
-
-func startProcess(t *testing.T, dir, name, bin string, args ...string) *process {
-	t.Helper()
-	logPath := filepath.Join(dir, strings.NewReplacer(":", "_", "/", "_").Replace(name)+fmt.Sprintf("-%d.log", time.Now().UnixNano()))
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		t.Fatalf("starting %s: %v", name, err)
-	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{}), t: t}
-	go func() {
-		_ = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.stop()
-		if t.Failed() {
-			t.Logf("--- last lines of %s (%s) ---\n%s", name, strings.Join(args, " "), tail(logPath, 40))
-		}
-	})
-	return p
-}
-
-// stop sends SIGTERM to the process group, then SIGKILL after 10 s.
-func (p *process) stop() {
-	p.once.Do(func() {
-		pgid := p.cmd.Process.Pid
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			p.t.Logf("%s did not stop within 10s of SIGTERM; killing it", p.name)
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			<-p.done
-		}
-	})
-}
-
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	var lines []string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// waitHTTP polls url until it answers 200, failing when p exits first.
-func waitHTTP(ctx context.Context, t *testing.T, u string, p *process) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		resp, err := httpClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if p.exited() {
-			t.Fatalf("%s exited before %s answered:\n%s", p.name, u, tail(p.logPath, 40))
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: no 200 from %s within a minute (last error %v)", p.name, u, err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // poll calls check every interval until it reports true or the test's
-// deadline passes; then it fails with check's last explanation.
+// deadline (ctx's) passes; then it fails with check's last explanation.
 func poll(ctx context.Context, t *testing.T, what string, interval time.Duration, check func() (bool, string)) {
 	t.Helper()
-	start := time.Now()
-	last := ""
-	for {
-		ok, why := check()
-		if ok {
-			return
-		}
-		last = why
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waited %s for %s: %s", time.Since(start).Round(time.Second), what, last)
-		case <-time.After(interval):
-		}
-	}
+	deadline, _ := ctx.Deadline()
+	testutil.Poll(t, what, time.Until(deadline), interval, check)
 }

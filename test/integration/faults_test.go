@@ -15,6 +15,37 @@ func fastSimulator() simulator.Config {
 	return cfg
 }
 
+// faultySimulator is fastSimulator injecting every fault at random, a few
+// percent each; its stalls (2s) outlast a 300ms stream idle timeout.
+func faultySimulator() simulator.Config {
+	cfg := fastSimulator()
+	cfg.Faults.ErrorRate = 0.08
+	cfg.Faults.ResetRate = 0.08
+	cfg.Faults.MalformedRate = 0.08
+	cfg.Faults.TruncateRate = 0.08
+	cfg.Faults.ErrorEventRate = 0.08
+	cfg.Faults.StallRate = 0.05
+	cfg.Faults.StallDuration = 2 * time.Second
+	return cfg
+}
+
+// probeThroughFaults sends n probes one after another and counts their
+// outcomes; recovered says whether a success came after a failure.
+func probeThroughFaults(n int, send func() *probe.Result) (counts map[probe.Outcome]int, recovered bool) {
+	counts = map[probe.Outcome]int{}
+	failed := false
+	for range n {
+		res := send()
+		counts[res.Outcome]++
+		if res.Outcome != probe.OutcomeSuccess {
+			failed = true
+		} else if failed {
+			recovered = true
+		}
+	}
+	return counts, recovered
+}
+
 // TestEveryFaultHasItsOutcome injects each simulator fault into one request
 // and checks the outcome class the prober gives it, then checks the same
 // driver (and its pooled connections) still probes successfully.
@@ -69,29 +100,11 @@ func TestEveryFaultHasItsOutcome(t *testing.T) {
 // the simulator injects every fault at random, and checks that successes
 // keep coming between failures: no fault poisons the pooled transport.
 func TestKeepsProbingThroughFaults(t *testing.T) {
-	cfg := fastSimulator()
-	cfg.Faults.ErrorRate = 0.08
-	cfg.Faults.ResetRate = 0.08
-	cfg.Faults.MalformedRate = 0.08
-	cfg.Faults.TruncateRate = 0.08
-	cfg.Faults.ErrorEventRate = 0.08
-	cfg.Faults.StallRate = 0.05
-	cfg.Faults.StallDuration = 2 * time.Second
-	s := startSimulator(t, cfg)
+	s := startSimulator(t, faultySimulator())
 	d := newDriver(t, probe.ProtocolOpenAIChat, probe.TargetOptions{
 		Name: "sim", URL: s.url, Model: "sim-llm", StreamIdleTimeout: 300 * time.Millisecond,
 	})
-	counts := map[probe.Outcome]int{}
-	lastFailure, successAfterFailure := -1, false
-	for i := range 120 {
-		res := probeOnce(d, 8, 10*time.Second)
-		counts[res.Outcome]++
-		if res.Outcome != probe.OutcomeSuccess {
-			lastFailure = i
-		} else if lastFailure >= 0 {
-			successAfterFailure = true
-		}
-	}
+	counts, successAfterFailure := probeThroughFaults(120, func() *probe.Result { return probeOnce(d, 8, 10*time.Second) })
 	t.Logf("outcomes over 120 probes: %v", counts)
 	if counts[probe.OutcomeSuccess] < 40 || !successAfterFailure {
 		t.Errorf("probing did not recover from faults: %v", counts)

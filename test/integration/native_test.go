@@ -212,29 +212,11 @@ func TestNativeFaultsHaveTheirOutcome(t *testing.T) {
 // TestNativeKeepsProbingThroughFaults: random faults never poison the
 // pooled transport of the TGI and Ollama drivers.
 func TestNativeKeepsProbingThroughFaults(t *testing.T) {
-	cfg := fastSimulator()
-	cfg.Faults.ErrorRate = 0.08
-	cfg.Faults.ResetRate = 0.08
-	cfg.Faults.MalformedRate = 0.08
-	cfg.Faults.TruncateRate = 0.08
-	cfg.Faults.ErrorEventRate = 0.08
-	cfg.Faults.StallRate = 0.05
-	cfg.Faults.StallDuration = 2 * time.Second
-	s := startSimulator(t, cfg)
+	s := startSimulator(t, faultySimulator())
 	for _, nt := range nativeTargets {
 		t.Run(nt.name, func(t *testing.T) {
 			d := nt.driver(t, s, func(o *probe.TargetOptions) { o.StreamIdleTimeout = 300 * time.Millisecond })
-			counts := map[probe.Outcome]int{}
-			lastFailure, successAfterFailure := -1, false
-			for i := range 80 {
-				res := probeNative(d, 8, true, 10*time.Second)
-				counts[res.Outcome]++
-				if res.Outcome != probe.OutcomeSuccess {
-					lastFailure = i
-				} else if lastFailure >= 0 {
-					successAfterFailure = true
-				}
-			}
+			counts, successAfterFailure := probeThroughFaults(80, func() *probe.Result { return probeNative(d, 8, true, 10*time.Second) })
 			t.Logf("outcomes over 80 probes: %v", counts)
 			if counts[probe.OutcomeSuccess] < 25 || !successAfterFailure {
 				t.Errorf("probing did not recover from faults: %v", counts)

@@ -2,11 +2,11 @@ package integration
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/llm-prober/llm-prober/internal/testutil"
 	"github.com/llm-prober/llm-prober/probe"
 	"github.com/llm-prober/llm-prober/simulator"
 	"github.com/llm-prober/llm-prober/simulator/simtest"
@@ -233,12 +233,7 @@ func TestTritonGRPCRecoversAfterReset(t *testing.T) {
 // TestTritonGRPCConnectAndReadiness: nothing listening is connect_error;
 // a model the server does not serve fails the readiness check.
 func TestTritonGRPCConnectAndReadiness(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testutil.FreeAddr(t)
 	d := newDriver(t, probe.ProtocolTritonGRPC, probe.TargetOptions{Name: "x", Address: addr, Model: "m", ConnectTimeout: time.Second})
 	if res := probeOnce(d, 4, 5*time.Second); res.Outcome != probe.OutcomeConnectError {
 		t.Errorf("nothing listening: %s %v", res.Outcome, res.Err)

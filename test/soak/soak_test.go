@@ -10,11 +10,9 @@ package soak
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -27,9 +25,7 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	"github.com/llm-prober/llm-prober/internal/testutil"
 )
 
 const plantedKey = "sk-soak-planted-key-5f2c91"
@@ -167,10 +163,15 @@ func TestSoak(t *testing.T) {
 	}
 	duration := soakDuration(t)
 	dir := t.TempDir()
-	readSources(t)
-	bin := buildBinary(t, dir)
+	// With SOAK_RACE set, the binary has the race detector: slower,
+	// larger, but it sees races under faults.
+	var buildFlags []string
+	if os.Getenv("SOAK_RACE") != "" {
+		buildFlags = append(buildFlags, "-race")
+	}
+	bin := testutil.BuildBinary(t, buildFlags...)
 
-	simAddr, grpcAddr, proberAddr, closedAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	simAddr, grpcAddr, proberAddr, closedAddr := testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)
 	// Every fault at a few percent; stalls and slow first tokens outlast
 	// the targets' stream_idle_timeout (1s) and the completions target's
 	// timeout (1s), so they end as stream_stalled and timeout.
@@ -184,27 +185,27 @@ func TestSoak(t *testing.T) {
 		"--fault.slow-first-token-rate=0.03", "--fault.slow-first-token-delay=1500ms",
 		"--fault.truncate-rate=0.02",
 		"--fault.error-event-rate=0.02")
-	waitHTTP(t, "http://"+simAddr+"/health", sim)
+	sim.WaitHTTP(t, "http://"+simAddr+"/health")
 
-	writeFile(t, filepath.Join(dir, "key"), plantedKey+"\n")
+	testutil.WriteFile(t, filepath.Join(dir, "key"), plantedKey+"\n")
 	full := fmt.Sprintf(soakConfig, simAddr, grpcAddr, closedAddr, "")
 	// Drivers rebuilt at the end (a changed header) close their idle
 	// connections, so the goroutine count can come back to the baseline.
 	quietEnd := quietSchedules(fmt.Sprintf(soakConfig, simAddr, grpcAddr, closedAddr, "    headers: {X-Soak-Phase: end}\n"))
 	cfgPath := filepath.Join(dir, "llm-prober.yml")
-	writeFile(t, cfgPath, quietSchedules(full))
+	testutil.WriteFile(t, cfgPath, quietSchedules(full))
 
 	prober := startProcess(t, dir, "llm-prober", bin, "--config.file="+cfgPath,
 		"--web.listen-address="+proberAddr, "--log.level=info", "--web.shutdown-timeout=20s")
 	base := "http://" + proberAddr
-	waitHTTP(t, base+"/-/ready", prober)
-	s := &scraper{t: t, url: base + "/metrics", pid: prober.cmd.Process.Pid}
+	prober.WaitReady(t, base)
+	s := &scraper{t: t, url: base + "/metrics", pid: prober.Cmd.Process.Pid}
 
 	// Baseline: every target set up, nothing scheduled.
 	time.Sleep(2 * time.Second)
 	baseline := s.sample(0)
 
-	writeFile(t, cfgPath, full)
+	testutil.WriteFile(t, cfgPath, full)
 	reload(t, base, prober)
 	start := time.Now()
 	interval := max(duration/40, 2*time.Second)
@@ -218,23 +219,23 @@ func TestSoak(t *testing.T) {
 			// change of one probe's schedule (it restarts; its requests in
 			// flight finish and are recorded), over both SIGHUP and HTTP.
 			reload(t, base, prober)
-			writeFile(t, cfgPath, strings.Replace(full, "{burst: 12, period: 3s}", "{burst: 12, period: 2500ms}", 1))
-			if err := prober.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			testutil.WriteFile(t, cfgPath, strings.Replace(full, "{burst: 12, period: 3s}", "{burst: 12, period: 2500ms}", 1))
+			if err := prober.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 				t.Fatal(err)
 			}
 			reloadedMidway = true
 		}
-		if prober.exited() {
-			t.Fatalf("llm-prober exited during the soak:\n%s", prober.tail())
+		if prober.Exited() {
+			t.Fatalf("llm-prober exited during the soak:\n%s", prober.Tail(tailLines))
 		}
 	}
 	runEnd := time.Since(start)
 
 	// Stop scheduling, let in-flight requests end, and account.
-	writeFile(t, cfgPath, quietEnd)
+	testutil.WriteFile(t, cfgPath, quietEnd)
 	reload(t, base, prober)
 	final := waitSettled(t, s)
-	if v := final.value("llm_prober_config_last_reload_successful", nil); v != 1 {
+	if v := final.Sum("llm_prober_config_last_reload_successful"); v != 1 {
 		t.Errorf("llm_prober_config_last_reload_successful = %v after the reloads", v)
 	}
 
@@ -244,20 +245,22 @@ func TestSoak(t *testing.T) {
 	checkGoroutines(t, baseline, samples, final)
 	checkRSS(t, duration, samples)
 
-	if err := prober.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := prober.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := prober.wait(30 * time.Second); err != nil {
-		t.Errorf("llm-prober after SIGTERM: %v\n%s", err, prober.tail())
+	if exited, err := prober.Wait(30 * time.Second); !exited {
+		t.Errorf("llm-prober after SIGTERM: did not exit within 30s\n%s", prober.Tail(tailLines))
+	} else if err != nil {
+		t.Errorf("llm-prober after SIGTERM: %v\n%s", err, prober.Tail(tailLines))
 	}
-	logs := prober.output()
+	logs := prober.Output()
 	for _, bad := range []string{"panic:", "fatal error:", "DATA RACE", "goroutine 1 [", plantedKey} {
 		if strings.Contains(logs, bad) {
-			t.Errorf("llm-prober's output contains %q:\n%s", bad, prober.tail())
+			t.Errorf("llm-prober's output contains %q:\n%s", bad, prober.Tail(tailLines))
 		}
 	}
-	if strings.Contains(sim.output(), "panic:") {
-		t.Errorf("simulator panicked:\n%s", sim.tail())
+	if strings.Contains(sim.Output(), "panic:") {
+		t.Errorf("simulator panicked:\n%s", sim.Tail(tailLines))
 	}
 }
 
@@ -270,11 +273,11 @@ func waitSettled(t *testing.T, s *scraper) sample {
 	for {
 		time.Sleep(time.Second)
 		cur := s.sample(0)
-		if cur.sum("llm_probe_in_flight_requests", nil) == 0 && sameAccounting(prev, cur) {
+		if cur.Sum("llm_probe_in_flight_requests") == 0 && sameAccounting(prev, cur) {
 			return cur
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("probes still in flight 60s after the schedules stopped: %v", cur.sum("llm_probe_in_flight_requests", nil))
+			t.Fatalf("probes still in flight 60s after the schedules stopped: %v", cur.Sum("llm_probe_in_flight_requests"))
 		}
 		prev = cur
 	}
@@ -282,7 +285,7 @@ func waitSettled(t *testing.T, s *scraper) sample {
 
 func sameAccounting(a, b sample) bool {
 	for _, name := range []string{"llm_probe_scheduled_total", "llm_probe_requests_total", "llm_probe_skipped_total"} {
-		if a.sum(name, nil) != b.sum(name, nil) {
+		if a.Sum(name) != b.Sum(name) {
 			return false
 		}
 	}
@@ -295,10 +298,10 @@ func checkAccounting(t *testing.T, final sample) {
 	t.Helper()
 	var total float64
 	for _, k := range final.probes() {
-		sel := map[string]string{"target": k.target, "probe": k.probe}
-		scheduled := final.sum("llm_probe_scheduled_total", sel)
-		sent := final.sum("llm_probe_requests_total", sel)
-		skipped := final.sum("llm_probe_skipped_total", sel)
+		sel := []string{"target", k.target, "probe", k.probe}
+		scheduled := final.Sum("llm_probe_scheduled_total", sel...)
+		sent := final.Sum("llm_probe_requests_total", sel...)
+		skipped := final.Sum("llm_probe_skipped_total", sel...)
 		total += scheduled
 		if scheduled != sent+skipped {
 			t.Errorf("%s/%s: scheduled %v != requests %v + skipped %v", k.target, k.probe, scheduled, sent, skipped)
@@ -312,11 +315,11 @@ func checkAccounting(t *testing.T, final sample) {
 	for _, k := range []probeKey{{"chat", "every"}, {"chat", "rate"}, {"chat", "poisson"}, {"chat", "closed"}, {"chat", "burst"},
 		{"chat", "stages"}, {"chat", "tight"}, {"completions", "burst"}, {"tgi", "rate"}, {"ollama", "every"},
 		{"triton-http", "every"}, {"triton-grpc", "rate"}, {"triton-grpc", "closed"}} {
-		if final.sum("llm_probe_requests_total", map[string]string{"target": k.target, "probe": k.probe, "outcome": "success"}) == 0 {
+		if final.Sum("llm_probe_requests_total", "target", k.target, "probe", k.probe, "outcome", "success") == 0 {
 			t.Errorf("%s/%s: no successful request", k.target, k.probe)
 		}
 	}
-	if final.sum("llm_probe_skipped_total", map[string]string{"target": "chat", "probe": "tight"}) == 0 {
+	if final.Sum("llm_probe_skipped_total", "target", "chat", "probe", "tight") == 0 {
 		t.Error("chat/tight (rate 10/s, max_in_flight 1) never skipped")
 	}
 }
@@ -325,7 +328,7 @@ func checkAccounting(t *testing.T, final sample) {
 func checkOutcomes(t *testing.T, final sample) {
 	t.Helper()
 	for _, o := range []string{"success", "http_5xx", "incomplete", "protocol_error", "stream_stalled", "timeout", "connect_error", "grpc_error"} {
-		if final.sum("llm_probe_requests_total", map[string]string{"outcome": o}) == 0 {
+		if final.Sum("llm_probe_requests_total", "outcome", o) == 0 {
 			t.Errorf("no request ended as %s", o)
 		}
 	}
@@ -333,7 +336,7 @@ func checkOutcomes(t *testing.T, final sample) {
 
 func checkGoroutines(t *testing.T, baseline sample, samples []sample, final sample) {
 	t.Helper()
-	b, f := baseline.value("go_goroutines", nil), final.value("go_goroutines", nil)
+	b, f := baseline.Sum("go_goroutines"), final.Sum("go_goroutines")
 	// Idle connections of rebuilt drivers are closed; what stays is the
 	// same set of long-lived goroutines as at the start. A little slack
 	// for connections the transport is still tearing down.
@@ -377,7 +380,7 @@ func checkRSS(t *testing.T, duration time.Duration, samples []sample) {
 func maxGauge(samples []sample, name string) float64 {
 	m := math.Inf(-1)
 	for _, s := range samples {
-		m = max(m, s.value(name, nil))
+		m = max(m, s.Sum(name))
 	}
 	return m
 }
@@ -395,21 +398,21 @@ func report(t *testing.T, ran time.Duration, baseline sample, samples []sample, 
 		} else if i == len(all)-1 {
 			label = "settled"
 		}
-		fmt.Fprintf(&b, "%8s %10.1f %10.1f %8.0f %8s\n", label, x.rss/(1<<20), x.value("go_memstats_heap_inuse_bytes", nil)/(1<<20),
-			x.value("go_goroutines", nil), x.scrape.Round(time.Millisecond))
+		fmt.Fprintf(&b, "%8s %10.1f %10.1f %8.0f %8s\n", label, x.rss/(1<<20), x.Sum("go_memstats_heap_inuse_bytes")/(1<<20),
+			x.Sum("go_goroutines"), x.scrape.Round(time.Millisecond))
 	}
 	fmt.Fprintf(&b, "%-26s %9s %9s %9s  %s\n", "probe", "scheduled", "requests", "skipped", "outcomes")
 	var sched, req, skip float64
 	for _, k := range final.probes() {
-		sel := map[string]string{"target": k.target, "probe": k.probe}
-		sc, rq, sk := final.sum("llm_probe_scheduled_total", sel), final.sum("llm_probe_requests_total", sel), final.sum("llm_probe_skipped_total", sel)
+		sel := []string{"target", k.target, "probe", k.probe}
+		sc, rq, sk := final.Sum("llm_probe_scheduled_total", sel...), final.Sum("llm_probe_requests_total", sel...), final.Sum("llm_probe_skipped_total", sel...)
 		sched, req, skip = sched+sc, req+rq, skip+sk
-		fmt.Fprintf(&b, "%-26s %9.0f %9.0f %9.0f  %s\n", k.target+"/"+k.probe, sc, rq, sk, final.outcomes(sel))
+		fmt.Fprintf(&b, "%-26s %9.0f %9.0f %9.0f  %s\n", k.target+"/"+k.probe, sc, rq, sk, final.outcomes(sel...))
 	}
-	fmt.Fprintf(&b, "%-26s %9.0f %9.0f %9.0f  %s\n", "total", sched, req, skip, final.outcomes(nil))
+	fmt.Fprintf(&b, "%-26s %9.0f %9.0f %9.0f  %s\n", "total", sched, req, skip, final.outcomes())
 	fmt.Fprintf(&b, "accounted: %.0f of %.0f scheduled (requests + skipped)\n", req+skip, sched)
 	fmt.Fprintf(&b, "goroutines: %.0f at the start, max %.0f, %.0f settled; RSS %.1f MiB at the start, max %.1f MiB, %.1f MiB settled\n",
-		baseline.value("go_goroutines", nil), maxGauge(all, "go_goroutines"), final.value("go_goroutines", nil),
+		baseline.Sum("go_goroutines"), maxGauge(all, "go_goroutines"), final.Sum("go_goroutines"),
 		baseline.rss/(1<<20), maxRSS(all)/(1<<20), final.rss/(1<<20))
 	fmt.Fprintf(&b, "/metrics: %d scrapes, all answered, slowest %s\n", s.n, s.slowest.Round(time.Millisecond))
 	t.Log("\n" + b.String())
@@ -436,7 +439,7 @@ type sample struct {
 	at     time.Duration
 	rss    float64
 	scrape time.Duration
-	mfs    map[string]*dto.MetricFamily
+	testutil.Families
 }
 
 var client = &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
@@ -456,59 +459,17 @@ func (s *scraper) sample(at time.Duration) sample {
 	}
 	s.n++
 	s.slowest = max(s.slowest, took)
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	mfs, err := testutil.ParseMetrics(bytes.NewReader(body))
 	if err != nil {
 		s.t.Fatalf("/metrics does not parse: %v", err)
 	}
-	return sample{at: at, rss: float64(vmRSS(s.t, s.pid)), scrape: took, mfs: mfs}
+	return sample{at: at, rss: float64(vmRSS(s.t, s.pid)), scrape: took, Families: mfs}
 }
-
-func matches(m *dto.Metric, sel map[string]string) bool {
-	n := 0
-	for _, lp := range m.GetLabel() {
-		if v, ok := sel[lp.GetName()]; ok {
-			if v != lp.GetValue() {
-				return false
-			}
-			n++
-		}
-	}
-	return n == len(sel)
-}
-
-func (s sample) sum(name string, sel map[string]string) float64 {
-	var v float64
-	for _, m := range s.mfs[name].GetMetric() {
-		if matches(m, sel) {
-			switch {
-			case m.Counter != nil:
-				v += m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				v += m.GetGauge().GetValue()
-			case m.Untyped != nil:
-				v += m.GetUntyped().GetValue()
-			}
-		}
-	}
-	return v
-}
-
-func (s sample) value(name string, sel map[string]string) float64 { return s.sum(name, sel) }
 
 func (s sample) probes() []probeKey {
 	seen := map[probeKey]bool{}
-	for _, m := range s.mfs["llm_probe_scheduled_total"].GetMetric() {
-		var k probeKey
-		for _, lp := range m.GetLabel() {
-			switch lp.GetName() {
-			case "target":
-				k.target = lp.GetValue()
-			case "probe":
-				k.probe = lp.GetValue()
-			}
-		}
-		seen[k] = true
+	for _, m := range s.Series("llm_probe_scheduled_total") {
+		seen[probeKey{testutil.Label(m, "target"), testutil.Label(m, "probe")}] = true
 	}
 	out := make([]probeKey, 0, len(seen))
 	for k := range seen {
@@ -523,16 +484,11 @@ func (s sample) probes() []probeKey {
 	return out
 }
 
-func (s sample) outcomes(sel map[string]string) string {
+func (s sample) outcomes(sel ...string) string {
 	counts := map[string]float64{}
-	for _, m := range s.mfs["llm_probe_requests_total"].GetMetric() {
-		if !matches(m, sel) {
-			continue
-		}
-		for _, lp := range m.GetLabel() {
-			if lp.GetName() == "outcome" && m.GetCounter().GetValue() > 0 {
-				counts[lp.GetValue()] += m.GetCounter().GetValue()
-			}
+	for _, m := range s.Series("llm_probe_requests_total", sel...) {
+		if o := testutil.Label(m, "outcome"); o != "" && m.GetCounter().GetValue() > 0 {
+			counts[o] += m.GetCounter().GetValue()
 		}
 	}
 	keys := make([]string, 0, len(counts))
@@ -570,7 +526,7 @@ func vmRSS(t *testing.T, pid int) int64 {
 	return 0
 }
 
-func reload(t *testing.T, base string, p *process) {
+func reload(t *testing.T, base string, p *testutil.Process) {
 	t.Helper()
 	resp, err := client.Post(base+"/-/reload", "text/plain", nil)
 	if err != nil {
@@ -579,155 +535,17 @@ func reload(t *testing.T, base string, p *process) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("reload: %d %s\n%s", resp.StatusCode, b, p.tail())
+		t.Fatalf("reload: %d %s\n%s", resp.StatusCode, b, p.Tail(tailLines))
 	}
 }
 
-// readSources reads the module's Go sources, so that go test's cache
-// (which records the files a test opens) reruns the soak when the code of
-// the binary it builds changes.
-func readSources(t *testing.T) {
+// tailLines is how much of a process's output a failure shows.
+const tailLines = 60
+
+// startProcess runs bin with args in dir, its output to a log file.
+func startProcess(t *testing.T, dir, name, bin string, args ...string) *testutil.Process {
 	t.Helper()
-	err := filepath.WalkDir("../..", func(path string, d os.DirEntry, err error) error {
-		switch {
-		case err != nil:
-			return err
-		case d.IsDir() && path != "../.." && strings.HasPrefix(d.Name(), "."):
-			return filepath.SkipDir
-		case d.IsDir():
-			return nil
-		case strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "go.mod") || strings.HasSuffix(path, "go.sum"):
-			_, err := os.ReadFile(path)
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("reading the sources: %v", err)
-	}
-}
-
-// buildBinary builds llm-prober as make build does (with the race detector
-// when SOAK_RACE is set: slower, larger, but it sees races under faults).
-func buildBinary(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(dir, "llm-prober")
-	args := []string{"build", "-trimpath", "-o", bin}
-	env := append(os.Environ(), "CGO_ENABLED=0")
-	if os.Getenv("SOAK_RACE") != "" {
-		args = append(args, "-race")
-		env = append(os.Environ(), "CGO_ENABLED=1")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", append(args, "../../cmd/llm-prober")...)
-	cmd.Env = env
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// process is a child process whose output goes to a file.
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
-}
-
-func startProcess(t *testing.T, dir, name, bin string, args ...string) *process {
-	t.Helper()
-	logPath := filepath.Join(dir, name+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if !p.exited() {
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
-}
-
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *process) wait(d time.Duration) error {
-	select {
-	case <-p.done:
-		return p.err
-	case <-time.After(d):
-		return fmt.Errorf("%s did not exit within %s", p.name, d)
-	}
-}
-
-func (p *process) output() string {
-	b, _ := os.ReadFile(p.log)
-	return string(b)
-}
-
-// tail is the end of the process's output, for failure messages.
-func (p *process) tail() string {
-	out := p.output()
-	if len(out) > 8000 {
-		out = "…" + out[len(out)-8000:]
-	}
-	return out
-}
-
-func waitHTTP(t *testing.T, url string, p *process) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if p.exited() || time.Now().After(deadline) {
-			t.Fatalf("%s not answering at %s: %v\n%s", p.name, url, err, p.tail())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return testutil.StartProcess(t, name, cmd)
 }
