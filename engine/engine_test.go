@@ -18,6 +18,7 @@ import (
 
 	"github.com/llm-prober/llm-prober/collector"
 	"github.com/llm-prober/llm-prober/config"
+	"github.com/llm-prober/llm-prober/internal/testutil"
 	"github.com/llm-prober/llm-prober/probe"
 	"github.com/llm-prober/llm-prober/simulator"
 	"github.com/llm-prober/llm-prober/simulator/simtest"
@@ -67,41 +68,6 @@ func fastSimulatorURL(t *testing.T) string {
 }
 
 // family returns the metrics of one family with the given probe label.
-func family(t *testing.T, reg *prometheus.Registry, name, probeName string) []*dto.Metric {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []*dto.Metric
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "probe" && lp.GetValue() == probeName {
-					out = append(out, m)
-				}
-			}
-		}
-	}
-	return out
-}
-
-func counterSum(ms []*dto.Metric, label, value string) float64 {
-	var sum float64
-	for _, m := range ms {
-		for _, lp := range m.GetLabel() {
-			if label == "" || (lp.GetName() == label && lp.GetValue() == value) {
-				sum += m.GetCounter().GetValue()
-				break
-			}
-		}
-	}
-	return sum
-}
-
 // nativeQuantile estimates a quantile from the native part of a histogram
 // (schema 3: within about 4.5%), finer than the classic buckets.
 func nativeQuantile(h *dto.Histogram, q float64) float64 {
@@ -136,9 +102,9 @@ func nativeQuantile(h *dto.Histogram, q float64) float64 {
 
 func histogramOf(t *testing.T, reg *prometheus.Registry, name, probeName string) *dto.Histogram {
 	t.Helper()
-	ms := family(t, reg, name, probeName)
+	ms := testutil.Gather(t, reg).Series(name, "probe", probeName)
 	if len(ms) != 1 {
-		t.Fatalf("%s{probe=%q}: %d series", name, probeName, len(ms))
+		t.Fatalf("%d series of %s for probe %s, want 1", len(ms), name, probeName)
 	}
 	return ms[0].GetHistogram()
 }
@@ -180,10 +146,10 @@ workloads:
 `, url, rate, burst)
 	reg := runProber(t, cfg, d, time.Second, nil)
 
-	requests := family(t, reg, "llm_probe_requests_total", "rate")
-	ok := counterSum(requests, "outcome", "success")
-	all := counterSum(requests, "", "")
-	skipped := counterSum(family(t, reg, "llm_probe_skipped_total", "rate"), "", "")
+	metrics := testutil.Gather(t, reg)
+	ok := metrics.Sum("llm_probe_requests_total", "probe", "rate", "outcome", "success")
+	all := metrics.Sum("llm_probe_requests_total", "probe", "rate")
+	skipped := testutil.Gather(t, reg).Sum("llm_probe_skipped_total", "probe", "rate")
 	lag := histogramOf(t, reg, "llm_probe_schedule_lag_seconds", "rate")
 	spread := histogramOf(t, reg, "llm_probe_burst_spread_seconds", "burst")
 	burstLag := histogramOf(t, reg, "llm_probe_schedule_lag_seconds", "burst")
@@ -285,14 +251,14 @@ func TestSoakEveryScheduleKind(t *testing.T) {
 		}
 	})
 	for _, probeName := range []string{"every", "rate", "poisson", "closed", "burst", "stages"} {
-		if n := counterSum(family(t, reg, "llm_probe_requests_total", probeName), "outcome", "success"); n == 0 {
+		if n := testutil.Gather(t, reg).Sum("llm_probe_requests_total", "probe", probeName, "outcome", "success"); n == 0 {
 			t.Errorf("probe %s: no successful request", probeName)
 		}
 	}
 	// The simulator counts one token per word and honours ignore_eos, so
 	// synthetic prompts and forced lengths must both come out as asked.
 	for _, name := range []string{"llm_probe_input_length_mismatch_total", "llm_probe_output_length_mismatch_total"} {
-		if n := counterSum(family(t, reg, name, "poisson"), "", ""); n != 0 {
+		if n := testutil.Gather(t, reg).Sum(name, "probe", "poisson"); n != 0 {
 			t.Errorf("%s{probe=\"poisson\"} = %v, want 0", name, n)
 		}
 	}
@@ -300,8 +266,8 @@ func TestSoakEveryScheduleKind(t *testing.T) {
 		t.Logf("RSS first %d KiB, last %d KiB, max %d KiB", rss[0], rss[len(rss)-1], maxOf(rss))
 		for _, p := range []string{"every", "rate", "poisson", "closed", "burst", "cron-burst", "stages", "windowed"} {
 			t.Logf("%-10s success %.0f skipped %.0f", p,
-				counterSum(family(t, reg, "llm_probe_requests_total", p), "outcome", "success"),
-				counterSum(family(t, reg, "llm_probe_skipped_total", p), "", ""))
+				testutil.Gather(t, reg).Sum("llm_probe_requests_total", "probe", p, "outcome", "success"),
+				testutil.Gather(t, reg).Sum("llm_probe_skipped_total", "probe", p))
 		}
 	}
 }
@@ -330,8 +296,8 @@ func TestCheckLengths(t *testing.T) {
 	} {
 		c.check(Sent{Draw: draw, Result: r})
 	}
-	out := counterSum(family(t, reg, "llm_probe_output_length_mismatch_total", "p"), "", "")
-	in := counterSum(family(t, reg, "llm_probe_input_length_mismatch_total", "p"), "", "")
+	out := testutil.Gather(t, reg).Sum("llm_probe_output_length_mismatch_total", "probe", "p")
+	in := testutil.Gather(t, reg).Sum("llm_probe_input_length_mismatch_total", "probe", "p")
 	if out != 2 || in != 1 {
 		t.Errorf("mismatches: output %v, input %v; want 2 and 1", out, in)
 	}

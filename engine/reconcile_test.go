@@ -13,6 +13,7 @@ import (
 
 	"github.com/llm-prober/llm-prober/collector"
 	"github.com/llm-prober/llm-prober/config"
+	"github.com/llm-prober/llm-prober/internal/testutil"
 	"github.com/llm-prober/llm-prober/probe"
 	"github.com/llm-prober/llm-prober/workload"
 )
@@ -87,17 +88,6 @@ workloads:
 `, url, model)
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestApplyReconciles: a reload keeps what did not change (the same driver,
 // so its pooled connections), replaces a changed target's driver, and stops
 // a dropped probe, whose series and sink entries go.
@@ -116,7 +106,7 @@ func TestApplyReconciles(t *testing.T) {
 
 	e.Apply(parseConfig(t, twoTargets(url, "sim-llm")))
 	for _, key := range []string{"a/p", "a/q", "b/p"} {
-		waitFor(t, key+" to record a result", func() bool { return sink.count(key) > 0 })
+		testutil.WaitFor(t, key+" to record a result", 10*time.Second, func() bool { return sink.count(key) > 0 })
 	}
 	e.mu.Lock()
 	driverA, driverB := e.targets["a"].driver, e.targets["b"].driver
@@ -149,7 +139,7 @@ func TestApplyReconciles(t *testing.T) {
 	// q stops: at most one request of it was in flight during the reload.
 	before := sink.count("a/q")
 	afterP := sink.count("a/p")
-	waitFor(t, "a/p to keep running", func() bool { return sink.count("a/p") >= afterP+3 })
+	testutil.WaitFor(t, "a/p to keep running", 10*time.Second, func() bool { return sink.count("a/p") >= afterP+3 })
 	if got := sink.count("a/q"); got > before+1 {
 		t.Errorf("dropped probe a/q recorded %d more results after the reload", got-before)
 	}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/llm-prober/llm-prober/internal/testutil"
 )
 
 // step is one write of a scripted SSE server, after an optional delay.
@@ -97,24 +99,6 @@ func (rec *recorded) get() (http.Header, map[string]any, string) {
 	return rec.header, rec.body, rec.path
 }
 
-// logBuffer is a concurrency-safe log sink.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 func startServer(t *testing.T, h http.Handler) *httptest.Server {
 	t.Helper()
 	ts := httptest.NewServer(h)
@@ -122,13 +106,13 @@ func startServer(t *testing.T, h http.Handler) *httptest.Server {
 	return ts
 }
 
-func newDriver(t *testing.T, protocol, url string, mod func(*TargetOptions)) (Driver, *logBuffer) {
+func newDriver(t *testing.T, protocol, url string, mod func(*TargetOptions)) (Driver, *testutil.SyncBuffer) {
 	t.Helper()
 	opts := TargetOptions{Name: "test", URL: url, Model: "small"}
 	if mod != nil {
 		mod(&opts)
 	}
-	logs := &logBuffer{}
+	logs := &testutil.SyncBuffer{}
 	d, err := NewDriver(protocol, opts, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatalf("NewDriver: %v", err)

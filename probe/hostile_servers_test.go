@@ -5,15 +5,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"strings"
@@ -26,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/llm-prober/llm-prober/internal/testutil"
 	"github.com/llm-prober/llm-prober/internal/tritonpb"
 )
 
@@ -363,26 +357,6 @@ func TestHostileRedirects(t *testing.T) {
 	}
 }
 
-// selfSigned returns a TLS certificate for 127.0.0.1 signed by its own key.
-func selfSigned(t *testing.T) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "hostile"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
 // hugeTriton is a Triton gRPC server that is ready and answers every
 // inference with a message of size bytes, encoded once up front (see
 // preEncodedCodec) so that the test's allocation count is the client's.
@@ -508,7 +482,7 @@ func TestHostileGRPC(t *testing.T) {
 		}
 	})
 	t.Run("TLS with a wrong CA", func(t *testing.T) {
-		cert := selfSigned(t)
+		cert := testutil.SelfSignedCert(t).Cert
 		addr := startGRPC(t, &hugeTriton{size: 10}, grpc.Creds(credentials.NewServerTLSFromCert(&cert)))
 		d := grpcDriver(t, addr, func(o *TargetOptions) { o.TLS.CAFile = writeCertPEM(t, otherCA(t)) })
 		r, took, alloc := hostileRun(t, d, streamReq(), 10*time.Second)

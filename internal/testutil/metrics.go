@@ -15,6 +15,23 @@ import (
 // Families is a parsed text exposition: its metric families by name.
 type Families map[string]*dto.MetricFamily
 
+// Gather collects g (a registry) into Families, failing the test on a
+// gathering error.
+func Gather(t testing.TB, g interface {
+	Gather() ([]*dto.MetricFamily, error)
+}) Families {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatalf("gathering metrics: %v", err)
+	}
+	f := make(Families, len(mfs))
+	for _, mf := range mfs {
+		f[mf.GetName()] = mf
+	}
+	return f
+}
+
 // ParseMetrics parses a text exposition (version 0.0.4), names checked as
 // UTF-8 (a zero-value expfmt.TextParser would panic).
 func ParseMetrics(r io.Reader) (Families, error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/llm-prober/llm-prober/collector"
 	"github.com/llm-prober/llm-prober/config"
 	"github.com/llm-prober/llm-prober/engine"
+	"github.com/llm-prober/llm-prober/internal/testutil"
 	"github.com/llm-prober/llm-prober/simulator"
 )
 
@@ -51,7 +52,7 @@ workloads:
 			e.Apply(c)
 			const want = 1000
 			deadline := time.Now().Add(2 * time.Minute)
-			for counterSum(t, reg, "llm_probe_requests_total", "") < want {
+			for testutil.Gather(t, reg).Sum("llm_probe_requests_total") < want {
 				if time.Now().After(deadline) {
 					t.Fatalf("fewer than %d probes in 2 minutes", want)
 				}
@@ -60,9 +61,10 @@ workloads:
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			e.Stop(ctx)
-			total := counterSum(t, reg, "llm_probe_requests_total", "")
-			ok := counterSum(t, reg, "llm_probe_requests_total", "success")
-			retries := counterSum(t, reg, "llm_probe_connection_retries_total", "")
+			metrics := testutil.Gather(t, reg)
+			total := metrics.Sum("llm_probe_requests_total")
+			ok := metrics.Sum("llm_probe_requests_total", "outcome", "success")
+			retries := metrics.Sum("llm_probe_connection_retries_total")
 			t.Logf("%v probes, %v successes, %v retried on a new connection", total, ok, retries)
 			if ok != total {
 				t.Errorf("%v of %v probes failed against a healthy server that closes kept-alive connections", total-ok, total)
@@ -72,32 +74,4 @@ workloads:
 			}
 		})
 	}
-}
-
-// counterSum adds a counter family's values, only the outcome's series
-// when outcome is not empty.
-func counterSum(t *testing.T, reg *prometheus.Registry, name, outcome string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			if outcome != "" {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "outcome" && l.GetValue() != outcome {
-						continue next
-					}
-				}
-			}
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
 }
