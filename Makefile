@@ -23,7 +23,7 @@ LDFLAGS := -s -w \
 	-X github.com/prometheus/common/version.BuildUser=$(BUILD_USER) \
 	-X github.com/prometheus/common/version.BuildDate=$(BUILD_DATE)
 
-.PHONY: all build run test lint fmt fmt-check vet staticcheck unit promtool chromium proto clean dashboards deploy-rules soak fuzz bench
+.PHONY: all build run test lint fmt fmt-check vet staticcheck unit promtool chromium proto clean dashboards deploy-rules soak fuzz bench conformance
 
 all: build
 
@@ -119,6 +119,17 @@ bench: build
 FUZZTIME ?= 30s
 fuzz:
 	GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+
+# Conformance against a real llama.cpp llama-server on CPU with a tiny
+# random-weight model (docs/conformance.md): one-shot probes, curl, the
+# daemon at concurrency 1 and 4, llm_server_* vs llamacpp:*. Opt-in, not
+# part of `make test`: CI cannot fetch llama.cpp. Recipe for both paths in
+# the header of scripts/conformance.sh. Exits non-zero on any failed probe.
+conformance:
+	@if [ -z "$(LLAMA_SERVER)" ] || [ -z "$(MODEL)" ]; then \
+		echo "make conformance: set LLAMA_SERVER=/path/to/llama-server and MODEL=/path/to/model.gguf" >&2; \
+		echo "  (how to build both: header of scripts/conformance.sh, docs/conformance.md)" >&2; exit 2; fi
+	LLAMA_SERVER="$(LLAMA_SERVER)" MODEL="$(MODEL)" GO="$(GO)" scripts/conformance.sh
 
 clean:
 	rm -f $(BINARY)
