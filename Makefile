@@ -23,7 +23,7 @@ LDFLAGS := -s -w \
 	-X github.com/prometheus/common/version.BuildUser=$(BUILD_USER) \
 	-X github.com/prometheus/common/version.BuildDate=$(BUILD_DATE)
 
-.PHONY: all build run test lint fmt fmt-check vet staticcheck unit promtool chromium proto clean dashboards deploy-rules soak fuzz bench conformance
+.PHONY: all build run test lint fmt fmt-check mod-check vet staticcheck unit promtool chromium proto clean dashboards deploy-rules soak fuzz bench conformance
 
 all: build
 
@@ -35,7 +35,7 @@ run: build
 	scripts/run-demo.sh ./$(BINARY) $(RUN_CONFIG)
 
 # Everything that checks the project. CI runs exactly this.
-test: fmt-check vet staticcheck promtool alerts unit
+test: fmt-check mod-check vet staticcheck promtool alerts unit
 
 # With Chromium installed, its browser test must run (not skip).
 unit: promtool chromium
@@ -43,7 +43,13 @@ unit: promtool chromium
 	LLM_PROBER_REQUIRE_CHROMIUM=$$(test -x "$${CHROMIUM:-/usr/bin/chromium}" && echo 1) \
 	$(GO) test $(TEST_FLAGS) ./...
 
-lint: fmt-check vet staticcheck
+lint: fmt-check mod-check vet staticcheck
+
+# go.mod and go.sum say exactly what the code imports (go mod tidy changes
+# nothing) and every downloaded module matches its checksum.
+mod-check:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
+	$(GO) mod verify
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
