@@ -27,8 +27,13 @@ LDFLAGS := -s -w \
 
 all: build
 
+# netgo and osusergo: Go's own DNS resolver and user lookup, as a cgo-free
+# static build uses anyway; naming them makes llm_prober_build_info's tags
+# label (read from the binary's build settings) say how it was built.
+BUILD_TAGS ?= netgo,osusergo
+
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BINARY) ./cmd/llm-prober
+	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(BUILD_TAGS)' -ldflags '$(LDFLAGS)' -o $(BINARY) ./cmd/llm-prober
 
 # The simulated LLM server and the prober probing it; Ctrl-C stops both.
 run: build
