@@ -46,6 +46,20 @@ func (sc *SafeConfig) ReloadHandler(disabled bool) http.Handler {
 	})
 }
 
+// ReadyHandler serves /-/ready: 200 once a valid configuration is loaded,
+// 503 before.
+func (sc *SafeConfig) ReadyHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if sc.Get() == nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "Not ready: no valid configuration loaded yet")
+			return
+		}
+		fmt.Fprintln(w, "Ready")
+	})
+}
+
 // ConfigHandler serves /config: the running configuration with defaults
 // filled in and secrets shown as <secret> (Marshal).
 func (sc *SafeConfig) ConfigHandler() http.Handler {

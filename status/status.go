@@ -45,6 +45,19 @@ type Link struct {
 	Address, Text, Description string
 }
 
+// DaemonLinks are the header links of the daemon's pages: metrics (at
+// telemetry), configuration, health, readiness and reload, each address
+// made by link (which adds the external path).
+func DaemonLinks(link func(path string) string, telemetry string) []Link {
+	return []Link{
+		{Address: link(telemetry), Text: "Metrics", Description: "probe results, server and GPU metrics, and the prober's own"},
+		{Address: link("/config"), Text: "Configuration", Description: "the running configuration, secrets hidden"},
+		{Address: link("/-/healthy"), Text: "Health", Description: "200 while the process runs"},
+		{Address: link("/-/ready"), Text: "Readiness", Description: "200 once a valid configuration is loaded"},
+		{Address: link("/-/reload"), Text: "Reload info", Description: "POST reloads the configuration (so does SIGHUP); a GET says how"},
+	}
+}
+
 // Options configures a Handler. Config is required; the others may be nil.
 type Options struct {
 	// Config returns the running configuration (nil before the first
@@ -56,7 +69,12 @@ type Options struct {
 	GPUs    GPUSource
 	// Version and BuildContext are shown in the footer.
 	Version, BuildContext string
-	Links                 []Link
+	// Links are shown in the header as given: their addresses must carry
+	// Root already.
+	Links []Link
+	// Root is the path every link of the pages starts with: the path of
+	// --web.external-url, without a trailing slash ("" at the root).
+	Root string
 	// StaleAfter: see DefaultStaleAfter; 0 means that, negative never
 	// collects from the page.
 	StaleAfter time.Duration

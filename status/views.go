@@ -21,6 +21,8 @@ import (
 const maxIndexErrorChars = 300
 
 type page struct {
+	// Root prefixes every link (Options.Root).
+	Root                  string
 	Title                 string
 	Now                   string
 	Version, BuildContext string
@@ -29,6 +31,7 @@ type page struct {
 
 func (h *Handler) page(title string) page {
 	return page{
+		Root:         h.opts.Root,
 		Title:        title,
 		Now:          h.opts.Now().UTC().Format(timeLayout),
 		Version:      h.opts.Version,
@@ -122,7 +125,7 @@ func (h *Handler) indexView(cfg *config.Config, st state) indexView {
 }
 
 func (h *Handler) probeRow(t *config.Target, pc *config.Probe, now time.Time) probeRow {
-	row := probeRow{Name: pc.Name, Link: ProbePath(t.Name, pc.Name), Schedule: scheduleOf(pc)}
+	row := probeRow{Name: pc.Name, Link: h.opts.Root + ProbePath(t.Name, pc.Name), Schedule: scheduleOf(pc)}
 	s, ok := h.opts.History.Summary(t.Name, pc.Name)
 	if !ok {
 		return row

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/llm-prober/llm-prober/bench"
+	"github.com/llm-prober/llm-prober/internal/webroute"
 	"github.com/llm-prober/llm-prober/simulator"
 )
 
@@ -58,6 +59,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	webFlags := kingpinflag.AddFlags(serveCmd, defaultListenAddress)
 	shutdownTimeout := serveCmd.Flag("web.shutdown-timeout", "How long to wait for in-flight probes and requests when stopping.").Default("30s").Duration()
 	disableReload := serveCmd.Flag("web.disable-reload", "Refuse POST /-/reload (SIGHUP still reloads).").Bool()
+	webPaths := webroute.AddFlags(serveCmd)
 	historyResults := serveCmd.Flag("history.results-per-probe", "Recent results kept per probe for the status page (0 keeps none).").Default("100").Int()
 
 	checkCmd := app.Command("check-config", "Validate configuration files and exit 0 if all are valid, 1 otherwise.")
@@ -99,7 +101,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	default:
+		paths, err := webPaths()
+		if err != nil {
+			fmt.Fprintf(stderr, "llm-prober: %v\n", err)
+			return 2
+		}
 		return serve(ctx, serveOptions{
+			paths:           paths,
 			configFile:      *configFile,
 			webFlags:        webFlags,
 			shutdownTimeout: *shutdownTimeout,

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,10 +24,13 @@ import (
 	"github.com/llm-prober/llm-prober/collector"
 	"github.com/llm-prober/llm-prober/config"
 	"github.com/llm-prober/llm-prober/engine"
+	"github.com/llm-prober/llm-prober/internal/webroute"
 	"github.com/llm-prober/llm-prober/status"
 )
 
 type serveOptions struct {
+	// paths: where to serve and what links start with (--web.*).
+	paths           webroute.Paths
 	configFile      string
 	webFlags        *web.FlagConfig
 	shutdownTimeout time.Duration
@@ -47,18 +49,19 @@ type serveOptions struct {
 
 // daemon is the long-running prober process: config, registry, HTTP API.
 type daemon struct {
-	logger        *slog.Logger
-	config        *config.SafeConfig
-	registry      *prometheus.Registry
-	engine        *engine.Engine
-	history       *status.History
-	servers       *collector.ServerMetrics
-	gpus          *collector.GPUCollector
-	ready         atomic.Bool
-	disableReload bool
+	config   *config.SafeConfig
+	registry *prometheus.Registry
+	engine   *engine.Engine
+	history  *status.History
+	servers  *collector.ServerMetrics
+	gpus     *collector.GPUCollector
+	opts     serveOptions
 }
 
 func newDaemon(opts serveOptions) *daemon {
+	if opts.paths.Telemetry == "" {
+		opts.paths.Telemetry = "/metrics"
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -68,17 +71,16 @@ func newDaemon(opts serveOptions) *daemon {
 	probeMetrics := collector.NewProbeMetrics()
 	reg.MustRegister(probeMetrics)
 	d := &daemon{
-		logger:        opts.logger,
-		config:        config.NewSafeConfig(opts.configFile, opts.logger, reg),
-		registry:      reg,
-		history:       status.NewHistory(opts.historyResults),
-		disableReload: opts.disableReload,
+		config:   config.NewSafeConfig(opts.configFile, opts.logger, reg),
+		registry: reg,
+		history:  status.NewHistory(opts.historyResults),
+		opts:     opts,
 	}
 	d.engine = engine.New(opts.logger, probeMetrics, d.history)
 	d.config.OnChange(d.engine.Apply)
 	// Model-server /metrics are fetched while Prometheus scrapes the prober,
 	// within that scrape's deadline: not in reg, but in a registry built for
-	// each scrape (metricsHandler).
+	// each scrape (collector.Handler).
 	d.servers = collector.NewServerMetrics(opts.logger)
 	d.config.OnChange(func(c *config.Config) { d.servers.SetTargets(c.ServerTargets()) })
 	// GPUs through NVML, loaded (or not) by the gpus config section; a
@@ -87,7 +89,7 @@ func newDaemon(opts serveOptions) *daemon {
 	reg.MustRegister(d.gpus)
 	d.config.OnChange(func(c *config.Config) {
 		if err := d.gpus.Apply(c.GPUs.Settings()); err != nil {
-			d.logger.Error("GPU metrics unavailable", "err", err)
+			d.opts.logger.Error("GPU metrics unavailable", "err", err)
 		}
 	})
 	return d
@@ -95,27 +97,20 @@ func newDaemon(opts serveOptions) *daemon {
 
 func (d *daemon) handler() (http.Handler, error) {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", collector.NewHandler(d.registry, d.servers, promhttp.HandlerOpts{
-		ErrorLog:            slog.NewLogLogger(d.logger.Handler(), slog.LevelError),
+	// promhttp_metric_handler_* count the scrapes, as every exporter's do.
+	mux.Handle(d.opts.paths.Telemetry, promhttp.InstrumentMetricHandler(d.registry, collector.NewHandler(d.registry, d.servers, promhttp.HandlerOpts{
+		ErrorLog:            slog.NewLogLogger(d.opts.logger.Handler(), slog.LevelError),
 		ErrorHandling:       promhttp.ContinueOnError,
 		MaxRequestsInFlight: 10,
 		EnableOpenMetrics:   true,
 		Registry:            d.registry,
-	}))
+	})))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "Healthy")
 	})
-	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if !d.ready.Load() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, "Not ready: no valid configuration loaded yet")
-			return
-		}
-		fmt.Fprintln(w, "Ready")
-	})
-	mux.Handle("/-/reload", d.config.ReloadHandler(d.disableReload))
+	mux.Handle("/-/ready", d.config.ReadyHandler())
+	mux.Handle("/-/reload", d.config.ReloadHandler(d.opts.disableReload))
 	mux.Handle("/config", d.config.ConfigHandler())
 	// The status page takes "/" and "/probes/…", and answers 404 with a
 	// page of its own for every path above does not serve.
@@ -126,20 +121,15 @@ func (d *daemon) handler() (http.Handler, error) {
 		GPUs:         d.gpus,
 		Version:      version.Info(),
 		BuildContext: version.BuildContext(),
-		Logger:       d.logger,
-		Links: []status.Link{
-			{Address: "/metrics", Text: "Metrics", Description: "probe results, server and GPU metrics, and the prober's own"},
-			{Address: "/config", Text: "Configuration", Description: "the running configuration, secrets hidden"},
-			{Address: "/-/healthy", Text: "Health", Description: "200 while the process runs"},
-			{Address: "/-/ready", Text: "Readiness", Description: "200 once a valid configuration is loaded"},
-			{Address: "/-/reload", Text: "Reload info", Description: "POST reloads the configuration (so does SIGHUP); a GET says how"},
-		},
+		Logger:       d.opts.logger,
+		Root:         d.opts.paths.External,
+		Links:        status.DaemonLinks(d.opts.paths.Link, d.opts.paths.Telemetry),
 	})
 	if err != nil {
 		return nil, err
 	}
 	page.Register(mux)
-	return mux, nil
+	return d.opts.paths.Mount(mux), nil
 }
 
 // serve runs the daemon until ctx is cancelled and returns the exit code.
@@ -165,7 +155,6 @@ func serve(ctx context.Context, opts serveOptions) int {
 		d.engine.Stop(ctx)
 		return 1
 	}
-	d.ready.Store(true)
 
 	reloadSignals := opts.reloadSignals
 	if reloadSignals == nil {
