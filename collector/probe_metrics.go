@@ -105,7 +105,7 @@ type descs struct {
 	ttft, tpot, itl, duration, tps, phase, lag *prometheus.Desc
 	requests, inTokens, outTokens, slo, skip   *prometheus.Desc
 	success, lastTTFT, lastRun, objective      *prometheus.Desc
-	retry                                      *prometheus.Desc
+	retry, tlsExpiry                           *prometheus.Desc
 	sched                                      schedDescs
 }
 
@@ -115,8 +115,9 @@ func newDescs() descs {
 		return append(append(make([]string, 0, len(base)+len(extra)), base...), extra...)
 	}
 	return descs{
-		sched: newSchedDescs(base),
-		retry: newRetryDesc(base),
+		sched:     newSchedDescs(base),
+		retry:     newRetryDesc(base),
+		tlsExpiry: newTLSExpiryDesc(base),
 		ttft: prometheus.NewDesc("llm_probe_time_to_first_token_seconds",
 			"Time from just before the request is written to the first chunk with non-empty output, for successful streamed requests.",
 			base, nil),
@@ -179,7 +180,7 @@ func (m *ProbeMetrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		m.d.ttft, m.d.tpot, m.d.itl, m.d.duration, m.d.tps, m.d.phase, m.d.lag,
 		m.d.requests, m.d.inTokens, m.d.outTokens, m.d.slo, m.d.skip,
-		m.d.success, m.d.lastTTFT, m.d.lastRun, m.d.objective, m.d.retry,
+		m.d.success, m.d.lastTTFT, m.d.lastRun, m.d.objective, m.d.retry, m.d.tlsExpiry,
 	} {
 		ch <- d
 	}
@@ -305,6 +306,7 @@ type series struct {
 	skipped                       map[string]prometheus.Counter
 	skippedW                      []prometheus.Metric
 	sched                         schedSeries
+	tls                           tlsSeries
 }
 
 func newHistogram(name string, buckets []float64) prometheus.Histogram {
@@ -397,6 +399,7 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 		s.newSkipCounter(reason)
 	}
 	s.sched.init(s)
+	s.tls.init(s)
 	return s
 }
 
@@ -433,6 +436,7 @@ func (s *series) collect(ch chan<- prometheus.Metric) {
 	}
 	s.sched.collect(ch)
 	s.collectRetries(ch)
+	s.tls.collect(ch)
 }
 
 // newSkipCounter must be called with skipMu held or before s is shared.
@@ -497,6 +501,7 @@ func (s *series) observe(r *probe.Result) {
 	if r.Retry != nil {
 		s.countRetry(r.Retry.Reason)
 	}
+	s.tls.observe(r)
 	// Tokens are counted for every outcome: a stream cut short still cost the
 	// server the tokens it sent.
 	if r.InputTokens > 0 {

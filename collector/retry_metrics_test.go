@@ -3,6 +3,7 @@ package collector
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -38,5 +39,26 @@ llm_probe_connection_retries_total{model="m",probe="p",reason="reset",target="t"
 	pm.Remove("t", "p")
 	if n, _ := testutil.GatherAndCount(reg, "llm_probe_connection_retries_total"); n != 0 {
 		t.Errorf("%d retry series after the probe was removed", n)
+	}
+}
+
+func TestTLSCertExpiryGauge(t *testing.T) {
+	pm := NewProbeMetrics()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(pm)
+	pm.Add(ProbeSeries{Target: "t", Probe: "p", Model: "m"})
+	pm.Observe("t", "p", &probe.Result{Outcome: probe.OutcomeSuccess})
+	if n, _ := testutil.GatherAndCount(reg, "llm_probe_tls_cert_expiry_timestamp_seconds"); n != 0 {
+		t.Fatalf("%d expiry series before any TLS probe, want none", n)
+	}
+	expiry := time.Date(2027, 1, 2, 3, 4, 5, 0, time.UTC)
+	pm.Observe("t", "p", &probe.Result{Outcome: probe.OutcomeHTTP5xx, TLSCertExpiry: expiry})
+	want := `
+# HELP llm_probe_tls_cert_expiry_timestamp_seconds Unix time of the earliest expiry among the certificates the server presented on the connection of the probe's latest request over TLS.
+# TYPE llm_probe_tls_cert_expiry_timestamp_seconds gauge
+llm_probe_tls_cert_expiry_timestamp_seconds{model="m",probe="p",target="t"} 1.798859045e+09
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "llm_probe_tls_cert_expiry_timestamp_seconds"); err != nil {
+		t.Error(err)
 	}
 }

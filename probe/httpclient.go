@@ -230,6 +230,11 @@ func (t *httpTarget) send(ctx context.Context, r *Result, endpoint string, body 
 	}
 	ex.resp = resp
 	r.StatusCode = resp.StatusCode
+	if resp.TLS != nil {
+		// Set on pooled connections too: the state of the handshake that
+		// opened the connection.
+		r.TLSCertExpiry = EarliestExpiry(resp.TLS.PeerCertificates)
+	}
 	// The stall detector is armed once the head has arrived: from here on
 	// the server has accepted the request and owes us bytes.
 	ex.idle = time.AfterFunc(t.opts.StreamIdleTimeout, func() { ex.cancel(errStreamStalled) })

@@ -4,6 +4,7 @@ package probe
 
 import (
 	"context"
+	"crypto/x509"
 	"time"
 )
 
@@ -157,6 +158,11 @@ type Result struct {
 	OutputTokensSource TokenSource
 
 	FinishReason string
+	// TLSCertExpiry is the earliest NotAfter among the certificates the
+	// server presented on the TLS connection the request went over
+	// (blackbox_exporter's probe_ssl_earliest_cert_expiry); zero without
+	// TLS or when no handshake completed.
+	TLSCertExpiry time.Time
 	// Retry is set when the request was sent twice: the first attempt went
 	// over a pooled connection that failed before a byte of an answer came
 	// back (the server had closed it), and the probe was sent once more on
@@ -173,6 +179,18 @@ type Result struct {
 	Outcome       Outcome
 	// Err explains a non-success outcome, naming what went wrong.
 	Err error
+}
+
+// EarliestExpiry is the earliest NotAfter of certs; zero when there are
+// none.
+func EarliestExpiry(certs []*x509.Certificate) time.Time {
+	var earliest time.Time
+	for _, c := range certs {
+		if c != nil && (earliest.IsZero() || c.NotAfter.Before(earliest)) {
+			earliest = c.NotAfter
+		}
+	}
+	return earliest
 }
 
 // Retry describes a first attempt that failed on a reused connection.

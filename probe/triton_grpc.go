@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	promconfig "github.com/prometheus/common/config"
@@ -257,6 +258,9 @@ func (d *tritonGRPCDriver) Probe(ctx context.Context, req *Request) *Result {
 		d.unary(rctx, client, msg, r)
 	}
 	rt.phases(&r.Phases)
+	if ns := ct.certExpiry.Load(); ns != 0 {
+		r.TLSCertExpiry = time.Unix(0, ns)
+	}
 	return r
 }
 
@@ -723,7 +727,10 @@ func (d *tritonGRPCDriver) unary(ctx context.Context, c tritonpb.GRPCInferenceSe
 // the phases of the attempt that made it ready.
 type connTrace struct {
 	tls bool // attempts end with a TLS handshake
-	mu  sync.Mutex
+	// certExpiry is the earliest certificate expiry (Unix nanoseconds) of
+	// the latest completed TLS handshake; 0 before one.
+	certExpiry atomic.Int64
+	mu         sync.Mutex
 	// last is the latest attempt; ok the latest whose connection was
 	// established (TCP connected, and TLS done when tls).
 	last, ok *dialAttempt
@@ -845,6 +852,11 @@ func (c *timedCreds) ClientHandshake(ctx context.Context, authority string, raw 
 	start := time.Now()
 	conn, info, err := c.TransportCredentials.ClientHandshake(ctx, authority, raw)
 	c.ct.handshake(raw, start, time.Now(), err)
+	if ti, ok := info.(credentials.TLSInfo); ok && err == nil {
+		if e := EarliestExpiry(ti.State.PeerCertificates); !e.IsZero() {
+			c.ct.certExpiry.Store(e.UnixNano())
+		}
+	}
 	return conn, info, err
 }
 

@@ -104,7 +104,11 @@ func selfSignedPEM(t *testing.T) (tls.Certificate, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key},
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf},
 		string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }
 
@@ -195,6 +199,12 @@ func TestGRPCPhases(t *testing.T) {
 			// Non-streamed: first_byte holds the whole generation.
 			r := probeOnce(t, d, &Request{Prompt: "x", MaxTokens: 4, IgnoreEOS: true}, 10*time.Second)
 			wantOutcome(t, r, OutcomeSuccess, "")
+			// The pooled channel's handshake gave the certificate's expiry.
+			if want := cert.Leaf; tc.tls && (want == nil || !r.TLSCertExpiry.Equal(want.NotAfter)) {
+				t.Errorf("TLS cert expiry %v, want the server certificate's", r.TLSCertExpiry)
+			} else if !tc.tls && !r.TLSCertExpiry.IsZero() {
+				t.Errorf("plaintext probe has a TLS cert expiry %v", r.TLSCertExpiry)
+			}
 			if !r.Phases.HasFirstByte || r.Phases.FirstByte < 20*time.Millisecond || r.Phases.FirstByte > r.EndToEnd {
 				t.Errorf("unary first_byte %v, end-to-end %v", r.Phases.FirstByte, r.EndToEnd)
 			}
