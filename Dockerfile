@@ -18,8 +18,9 @@ RUN make build BINARY=/out/llm-prober REVISION="${REVISION}" BRANCH="${BRANCH}" 
 # the system's dynamic loader, so the image needs glibc, not a static base.
 FROM gcr.io/distroless/base-debian12:nonroot
 COPY --from=build /out/llm-prober /bin/llm-prober
-COPY examples/llm-prober.yml /etc/llm-prober/llm-prober.yml
-# Mount your configuration (and API key files) here.
+# No configuration is built in: one that probes nothing real would start
+# "healthy" and fail every probe. Without a mount the binary exits at once
+# saying where the configuration belongs. Mount it (and API key files) here.
 VOLUME ["/etc/llm-prober"]
 USER nonroot
 EXPOSE 9847

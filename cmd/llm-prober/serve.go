@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -145,7 +147,13 @@ func serve(ctx context.Context, opts serveOptions) int {
 		logger.Error("Cannot build the status page", "err", err)
 		return 1
 	}
-	if err := d.config.Reload(); err != nil {
+	if err := d.config.Reload(); errors.Is(err, fs.ErrNotExist) {
+		// Most often a container started without its configuration mounted.
+		fmt.Fprintf(opts.stderr, "llm-prober: no configuration file at %s, not starting.\nMount a directory holding llm-prober.yml at %s (docker run -v \"$PWD/config:%[2]s:ro\" ...), or point --config.file at one; examples/ and docs/configuration.md have configurations to start from.\n",
+			opts.configFile, filepath.Dir(opts.configFile))
+		d.engine.Stop(ctx)
+		return 1
+	} else if err != nil {
 		fmt.Fprintf(opts.stderr, "llm-prober: invalid configuration, not starting:\n%v\n", err)
 		d.engine.Stop(ctx)
 		return 1
