@@ -23,7 +23,7 @@ LDFLAGS := -s -w \
 	-X github.com/prometheus/common/version.BuildUser=$(BUILD_USER) \
 	-X github.com/prometheus/common/version.BuildDate=$(BUILD_DATE)
 
-.PHONY: all build run test lint fmt fmt-check mod-check vet staticcheck unit promtool chromium proto clean dashboards deploy-rules soak fuzz bench conformance
+.PHONY: all build run test lint fmt fmt-check mod-check helm vet staticcheck unit promtool chromium proto clean dashboards deploy-rules soak fuzz bench conformance
 
 all: build
 
@@ -42,8 +42,17 @@ run: build
 # Everything that checks the project. CI runs exactly this.
 test: fmt-check mod-check vet staticcheck promtool alerts unit
 
-# With Chromium installed, its browser test must run (not skip).
-unit: promtool chromium
+# Go commands the tests need, built once into a cache that outlives the
+# checkout (scripts/ensure-go-tool.sh).
+TOOLS_CACHE ?= $(HOME)/.cache/llm-prober/tools
+HELM_VERSION := v3.22.0
+HELM_DIR     := $(TOOLS_CACHE)/helm-$(HELM_VERSION)
+
+# With Chromium installed, its browser test must run (not skip); likewise
+# the Helm chart's test with helm built.
+unit: promtool chromium helm
+	LLM_PROBER_HELM=$(HELM_DIR)/helm \
+	LLM_PROBER_REQUIRE_HELM=$$(test -x "$(HELM_DIR)/helm" && echo 1) \
 	LLM_PROBER_REQUIRE_PROMTOOL=1 \
 	LLM_PROBER_REQUIRE_CHROMIUM=$$(test -x "$${CHROMIUM:-/usr/bin/chromium}" && echo 1) \
 	$(GO) test $(TEST_FLAGS) ./...
@@ -81,6 +90,14 @@ chromium:
 	if [ $$rc = 3 ]; then echo "make: continuing without Chromium; TestStatusPageInBrowser will skip" >&2; \
 	elif [ $$rc != 0 ]; then exit $$rc; fi
 
+# helm (for `helm lint` and `helm template` of deploy/helm/llm-prober):
+# built from the module proxy once; a machine that cannot build it runs
+# everything else, saying why.
+helm:
+	@GO=$(GO) scripts/ensure-go-tool.sh $(HELM_DIR) helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); rc=$$?; \
+	if [ $$rc = 3 ]; then echo "make: continuing without helm; the Helm chart test will skip" >&2; \
+	elif [ $$rc != 0 ]; then exit $$rc; fi
+
 # Regenerates internal/tritonpb from its .proto with protoc (Debian
 # protobuf-compiler) and pinned plugins; the generated code is committed, so
 # only someone changing the .proto needs this.
@@ -105,6 +122,7 @@ alerts: promtool
 dashboards:
 	$(GO) run ./dashboards/gen -dir dashboards
 
+# The Kubernetes PrometheusRule and the Helm chart's copy of the rules.
 deploy-rules:
 	$(GO) run ./deploy/gen
 

@@ -1,6 +1,6 @@
-// Command gen writes deploy/kubernetes/prometheusrule.yaml from
-// alerts/llm-prober-rules.yml (make deploy-rules). Run from the
-// repository root.
+// Command gen writes deploy/kubernetes/prometheusrule.yaml and the Helm
+// chart's copy of the rules from alerts/llm-prober-rules.yml (make
+// deploy-rules). Run from the repository root.
 package main
 
 import (
@@ -17,10 +17,13 @@ func main() {
 		if out, err = deploy.PrometheusRule(rules); err == nil {
 			err = os.WriteFile(deploy.PrometheusRuleFile, out, 0o644)
 		}
+		if err == nil {
+			err = os.WriteFile(deploy.ChartRulesFile, deploy.ChartRules(rules), 0o644)
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
 		os.Exit(1)
 	}
-	fmt.Println("wrote", deploy.PrometheusRuleFile)
+	fmt.Println("wrote", deploy.PrometheusRuleFile, "and", deploy.ChartRulesFile)
 }
