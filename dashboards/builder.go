@@ -250,17 +250,60 @@ func probeSel(extra ...string) string {
 	return sel(append([]string{mJob, mTarget, mProbe, mModel}, extra...)...)
 }
 
-// quantiles are histogram_quantile queries over classic buckets. by lists
-// the labels kept besides le; a probe's classic layout includes its own
-// SLO thresholds, so buckets are summed only within one probe (by must
-// include probe) or for histograms whose layout is fixed.
+// HistogramOr joins the two forms of a histogram query: the native
+// histogram's first, the classic series' after it, each on its own line
+// around a top-level "or". Which histogram series Prometheus stores depends
+// on how it scrapes (docs/deployment.md, "Histogram modes"): classic only
+// (_bucket, _count, _sum: native histograms off), native only (the
+// histogram under its own name: 2.x --enable-feature=native-histograms, 3.x
+// scrape_native_histograms: true) or both (3.x with
+// always_scrape_classic_histograms: true). For a histogram exposed in both
+// forms, as the prober's are, exactly one form has data in the first two
+// modes; in the third both do and "or" keeps the native result, which has
+// the same labels, so no line is drawn twice. A histogram exposed only with
+// classic buckets (vLLM's) keeps them in every mode, unless Prometheus 3
+// converts it (convert_classic_histograms_to_nhcb), when the native form
+// reads it. Within a range "or" is decided per step, so a Prometheus
+// switched from one mode to another shows its history unbroken.
+//
+// Tests split queries at HistogramOr to check each form on its own, so
+// the alerting and recording rules write their histogram queries the same
+// way (alerts/llm-prober-rules.yml).
+const HistogramOr = "\nor\n"
+
+// histogramQuantile is the q-quantile of histogram metric over window,
+// grouped by by, in both forms. A probe's classic layout includes its own
+// SLO thresholds, so classic buckets are summed only within one probe (by
+// includes probe) or for histograms whose layout is fixed; native
+// histograms have no such limit.
+func histogramQuantile(quantile, metric, selector, by, window string) string {
+	return eitherForm(
+		fmt.Sprintf("histogram_quantile(%s, sum by (%s) (rate(%s{%s}[%s])))", quantile, by, metric, selector, window),
+		fmt.Sprintf("histogram_quantile(%s, sum by (%s, le) (rate(%s_bucket{%s}[%s])))", quantile, by, metric, selector, window))
+}
+
+// histogramRate is the number of observations per second of histogram
+// metric over window, grouped by by, in both forms: histogram_count of the
+// native histogram, or the classic _count series.
+func histogramRate(metric, selector, by, window string) string {
+	return eitherForm(
+		fmt.Sprintf("sum by (%s) (histogram_count(rate(%s{%s}[%s])))", by, metric, selector, window),
+		fmt.Sprintf("sum by (%s) (rate(%s_count{%s}[%s]))", by, metric, selector, window))
+}
+
+// eitherForm joins the native and the classic form of one histogram query;
+// every histogram query of the dashboards is built through it.
+func eitherForm(native, classic string) string {
+	return native + HistogramOr + classic
+}
+
+// quantiles are one histogramQuantile query per quantile over Grafana's
+// $__rate_interval, legends "p<percentile> <legendPrefix>".
 func quantiles(metric, selector, by, legendPrefix string, qs ...string) []Target {
 	var ts []Target
 	for _, qq := range qs {
-		ts = append(ts, q(
-			fmt.Sprintf("histogram_quantile(%s, sum by (%s, le) (rate(%s_bucket{%s}[$__rate_interval])))", qq, by, metric, selector),
-			fmt.Sprintf("p%s %s", percentile(qq), legendPrefix),
-		))
+		ts = append(ts, q(histogramQuantile(qq, metric, selector, by, "$__rate_interval"),
+			fmt.Sprintf("p%s %s", percentile(qq), legendPrefix)))
 	}
 	return ts
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -335,5 +336,85 @@ func TestSubstitute(t *testing.T) {
 	}
 	if _, err := Substitute(`x[$nope]`, checkValues); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("unknown variable: err = %v", err)
+	}
+}
+
+var orRE = regexp.MustCompile(`\bor\b`)
+
+var classicSeriesRE = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)_(bucket|count|sum)\s*[{\[]`)
+
+// classicHistograms returns the histograms expr reads through classic
+// series (_bucket, _count, _sum; the project has no summaries).
+func classicHistograms(expr string) []string {
+	var names []string
+	for _, m := range classicSeriesRE.FindAllStringSubmatch(expr, -1) {
+		if !slices.Contains(names, m[1]) {
+			names = append(names, m[1])
+		}
+	}
+	return names
+}
+
+// readsNative reports whether expr selects the native histogram name.
+func readsNative(expr, name string) bool {
+	return regexp.MustCompile(regexp.QuoteMeta(name) + `\s*[{\[]`).MatchString(expr)
+}
+
+// TestHistogramQueriesEveryMode: a query that reads a histogram's classic
+// series also reads its native histogram, or it goes blank where
+// Prometheus stores only the native one (docs/deployment.md, "Histogram
+// modes"). Dashboard queries have exactly the shape eitherForm writes:
+// native form, HistogramOr, classic form. test/e2e's TestHistogramModes runs
+// them all against real Prometheus in each mode.
+func TestHistogramQueriesEveryMode(t *testing.T) {
+	n := 0
+	for name, d := range parsed(t) {
+		for _, qq := range Queries(d) {
+			hs := classicHistograms(qq.Expr)
+			if len(hs) == 0 {
+				continue
+			}
+			n++
+			native, classic, ok := strings.Cut(qq.Expr, HistogramOr)
+			if !ok || strings.Contains(classic, HistogramOr) {
+				t.Errorf("%s %s: reads classic series of %v but is not one native form %q one classic form: %s", name, qq.Where, hs, HistogramOr, qq.Expr)
+				continue
+			}
+			for _, h := range hs {
+				if !readsNative(native, h) || slices.Contains(classicHistograms(native), h) {
+					t.Errorf("%s %s: the native form does not read %s natively (or reads its classic series): %s", name, qq.Where, h, native)
+				}
+				if readsNative(classic, h) {
+					t.Errorf("%s %s: the classic form reads %s natively: %s", name, qq.Where, h, classic)
+				}
+			}
+		}
+	}
+	if n < 15 {
+		t.Errorf("only %d dashboard queries read histograms", n)
+	}
+
+	b, err := os.ReadFile("../alerts/llm-prober-rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Record, Alert, Expr string
+			}
+		}
+	}
+	if err := yaml.Unmarshal(b, &rules); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			for _, h := range classicHistograms(r.Expr) {
+				if !readsNative(r.Expr, h) || !orRE.MatchString(r.Expr) {
+					t.Errorf("rule %s%s reads the classic series of %s without its native histogram beside them (… or …): %s", r.Record, r.Alert, h, r.Expr)
+				}
+			}
+		}
 	}
 }

@@ -56,7 +56,7 @@ func overview() *Dashboard {
 	b.row("Latency (successful streamed requests)")
 	byProbe := "target, probe"
 	b.add(12, 9, timeseries("Time to first token",
-		"From just before the request is written to the first chunk carrying output (docs/metrics.md). Percentiles from classic buckets, per probe (each probe's buckets include its SLO threshold).",
+		"From just before the request is written to the first chunk carrying output (docs/metrics.md). Percentiles per probe, from the native histogram where Prometheus stores one, else from the classic buckets (each probe's include its SLO threshold).",
 		"s", quantiles("llm_probe_time_to_first_token_seconds", ps, byProbe, "{{target}}/{{probe}}", "0.5", "0.9", "0.99")...))
 	b.add(12, 9, timeseries("Time per output token",
 		"(end-to-end − TTFT) / (output tokens − 1), per request.",
@@ -98,7 +98,7 @@ func overview() *Dashboard {
 	b.add(12, 8, timeseries("Phases per second",
 		"How often each phase happened: connect and tls at the probe rate mean no connection reuse.",
 		"ops",
-		q(fmt.Sprintf("sum by (target, phase) (rate(llm_probe_phase_duration_seconds_count{%s}[$__rate_interval]))", ps), "{{target}} {{phase}}")))
+		q(histogramRate("llm_probe_phase_duration_seconds", ps, "target, phase", "$__rate_interval"), "{{target}} {{phase}}")))
 
 	b.row("Schedule health")
 	b.add(12, 8, timeseries("Schedule lag",

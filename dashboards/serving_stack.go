@@ -22,6 +22,9 @@ func servingStack() *Dashboard {
 	// target only.
 	ss := sel(mJob, mTarget)
 	gs := sel(mJob)
+	// vLLM's own series, from Prometheus scraping vLLM directly: another
+	// job, no target label; the served model name is the probes' model.
+	vllmSel := `model_name=~"$model"`
 
 	b.row("What users feel")
 	b.add(24, 8, timeseries("TTFT (prober) and requests waiting (server)",
@@ -30,6 +33,17 @@ func servingStack() *Dashboard {
 		append(quantiles("llm_probe_time_to_first_token_seconds", ps, "target, probe", "{{target}}/{{probe}}", "0.5", "0.95"),
 			q(fmt.Sprintf("sum by (target) (llm_server_requests_waiting{%s})", ss), "{{target}} waiting"))...))
 	b.d.Panels[len(b.d.Panels)-1] = withRightAxis(b.d.Panels[len(b.d.Panels)-1], "short", "C")
+	b.add(24, 8, timeseries("TTFT: the prober's and the server's own",
+		"The TTFT the prober measured beside what the server reports of itself. vLLM: p95 of its own vllm:time_to_first_token_seconds and vllm:request_queue_time_seconds, from Prometheus scraping vLLM's /metrics directly, matched to the probes by model name (model_name). Servers that export only totals (Triton's queue duration counter, TGI, SGLang, and vLLM through the prober): the mean queue time per request from llm_server_phase_seconds_total / llm_server_phase_requests_total. The prober's TTFT minus the server's is the network, proxies and the client; a server TTFT that rises with the prober's is the server.",
+		"s",
+		append(quantiles("llm_probe_time_to_first_token_seconds", ps, "target, probe", "{{target}}/{{probe}}", "0.5", "0.95"),
+			q(histogramQuantile("0.95", "vllm:time_to_first_token_seconds", vllmSel, "model_name", "$__rate_interval"),
+				"p95 {{model_name}} vLLM TTFT"),
+			q(histogramQuantile("0.95", "vllm:request_queue_time_seconds", vllmSel, "model_name", "$__rate_interval"),
+				"p95 {{model_name}} vLLM queue"),
+			q(fmt.Sprintf("sum by (target) (rate(llm_server_phase_seconds_total{%s}[$__rate_interval]))\n/\nsum by (target) (rate(llm_server_phase_requests_total{%s}[$__rate_interval]))",
+				sel(ss, `phase="queue"`), sel(ss, `phase="queue"`)),
+				"mean {{target}} server queue"))...))
 
 	b.row("Model server")
 	b.add(12, 8, timeseries("Requests waiting and running",
