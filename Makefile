@@ -97,7 +97,7 @@ chromium:
 # built from the module proxy once; a machine that cannot build it runs
 # everything else, saying why.
 helm:
-	@GO=$(GO) scripts/ensure-go-tool.sh $(HELM_DIR) helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); rc=$$?; \
+	@GO="$(GO)" scripts/ensure-go-tool.sh "$(HELM_DIR)/helm" helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); rc=$$?; \
 	if [ $$rc = 3 ]; then echo "make: continuing without helm; the Helm chart test will skip" >&2; \
 	elif [ $$rc != 0 ]; then exit $$rc; fi
 
@@ -108,8 +108,10 @@ helm:
 # A machine that cannot build it (no go, offline: exit 3) runs everything
 # else, saying why.
 PROMETHEUS3 ?= $(HOME)/.cache/llm-prober/prom3/prometheus
+# v0.316.0 is the Go module version of Prometheus 3.16.
+PROMETHEUS3_VERSION := v0.316.0
 prometheus3:
-	@PROMETHEUS3="$(PROMETHEUS3)" GO="$(GO)" scripts/ensure-prometheus3.sh; rc=$$?; \
+	@GO="$(GO)" scripts/ensure-go-tool.sh "$(PROMETHEUS3)" github.com/prometheus/prometheus/cmd/prometheus@$(PROMETHEUS3_VERSION); rc=$$?; \
 	if [ $$rc = 3 ]; then echo "make: continuing without Prometheus 3; the 3.x modes of TestHistogramModes will skip" >&2; \
 	elif [ $$rc != 0 ]; then exit $$rc; fi
 

@@ -91,7 +91,7 @@ const modeDeadline = 90 * time.Second
 // side, each with its own Prometheus.
 //
 // The 3.x modes need Prometheus 3 (make test builds it: `make prometheus3`,
-// scripts/ensure-prometheus3.sh) at $LLM_PROBER_PROMETHEUS3; without it
+// scripts/ensure-go-tool.sh) at $LLM_PROBER_PROMETHEUS3; without it
 // they skip, unless LLM_PROBER_REQUIRE_PROMETHEUS3 is set.
 func TestHistogramModes(t *testing.T) {
 	if testing.Short() {
@@ -156,7 +156,7 @@ func findPrometheus3(t *testing.T) (path, why string) {
 	default:
 		return path, ""
 	}
-	why = "Prometheus 3 modes skipped: " + why + "; `make prometheus3` (scripts/ensure-prometheus3.sh) builds it and make test sets LLM_PROBER_PROMETHEUS3"
+	why = "Prometheus 3 modes skipped: " + why + "; `make prometheus3` (scripts/ensure-go-tool.sh) builds it and make test sets LLM_PROBER_PROMETHEUS3"
 	if os.Getenv("LLM_PROBER_REQUIRE_PROMETHEUS3") != "" {
 		t.Fatalf("LLM_PROBER_REQUIRE_PROMETHEUS3 is set but %s", why)
 	}
