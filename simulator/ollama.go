@@ -84,17 +84,24 @@ func (f *ollamaFrontEnd) object(p *plan, text, thinking string) ollamaObject {
 	return o
 }
 
-// done fills the final object. The durations follow Ollama's split:
-// load is the wait for the model runner (here: the engine queue),
-// prompt_eval the prefill, eval the decoding after the first token.
+// done fills the final object. The durations follow Ollama's split
+// (server/routes.go, llm/llama_server.go): load is receipt until the model
+// is resident (checkpointStart to checkpointLoaded: a load when the model
+// had to be loaded, faults.model_load_delay, else next to nothing);
+// prompt_eval the prefill from admission to the first token, eval the
+// decoding after it (llama-server's prompt_ms and predicted_ms). The wait
+// for a free slot (Ollama's runner semaphore, here the engine queue) lies
+// between load and prompt_eval and is only in total.
 func (f *ollamaFrontEnd) done(o *ollamaObject, p *plan) {
 	j := f.j
 	now := time.Now()
 	o.Done = true
 	o.DoneReason = p.finishReason
 	o.TotalDuration = int64(now.Sub(j.received))
+	if !j.loaded.IsZero() {
+		o.LoadDuration = max(int64(j.loaded.Sub(j.received)), 1)
+	}
 	if !j.admitted.IsZero() {
-		o.LoadDuration = int64(j.admitted.Sub(j.received))
 		if !j.firstToken.IsZero() {
 			o.PromptEvalDuration = int64(j.firstToken.Sub(j.admitted))
 			o.EvalDuration = int64(j.lastToken.Sub(j.firstToken))
