@@ -100,6 +100,7 @@ type job struct {
 	releaseModel func()
 	loaded       time.Time // the model was resident for this request
 	admitted     time.Time
+	queueWait    time.Duration // waiting for a free slot, before admitted
 	firstToken   time.Time
 	lastToken    time.Time
 	// firstReady and lastReady are when the first and the latest token
@@ -319,6 +320,7 @@ func sleepUntil(ctx context.Context, at time.Time) bool {
 // admit waits in the queue and then for the prefill; it returns the time
 // the first token is ready.
 func (j *job) admit(ctx context.Context) (time.Time, bool) {
+	waitStart := time.Now()
 	if j.pingEvery > 0 {
 		// Wait in the queue with keep-alive comments; leaving it is the
 		// caller's deferred release.
@@ -329,6 +331,7 @@ func (j *job) admit(ctx context.Context) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	j.admitted = time.Now()
+	j.queueWait = j.admitted.Sub(waitStart)
 	j.entry.update(func(r *RequestRecord) { r.AdmittedUnixNano = j.admitted.UnixNano() })
 	ready := j.admitted.Add(j.s.engine.prefillTime(j.p.promptTokens, j.p.timing))
 	if f, ok := j.p.faults.get(faultSlowFirstToken); ok {

@@ -85,20 +85,23 @@ func (f *ollamaFrontEnd) object(p *plan, text, thinking string) ollamaObject {
 }
 
 // done fills the final object. The durations follow Ollama's split
-// (server/routes.go, llm/llama_server.go): load is receipt until the model
-// is resident (checkpointStart to checkpointLoaded: a load when the model
-// had to be loaded, faults.model_load_delay, else next to nothing);
-// prompt_eval the prefill from admission to the first token, eval the
-// decoding after it (llama-server's prompt_ms and predicted_ms). The wait
-// for a free slot (Ollama's runner semaphore, here the engine queue) lies
-// between load and prompt_eval and is only in total.
+// (server/routes.go, llm/llama_server.go): load is the time before the
+// request is scheduled (checkpointStart to checkpointLoaded: a model load
+// when there was one, faults.model_load_delay, else the server's own
+// handling); prompt_eval the prefill from admission to the first token,
+// eval the decoding after it (llama-server's prompt_ms and predicted_ms).
+// The wait for a free slot (Ollama's runner semaphore, here the engine
+// queue) is in neither: only in total.
 func (f *ollamaFrontEnd) done(o *ollamaObject, p *plan) {
 	j := f.j
 	now := time.Now()
 	o.Done = true
 	o.DoneReason = p.finishReason
 	o.TotalDuration = int64(now.Sub(j.received))
-	if !j.loaded.IsZero() {
+	switch {
+	case !j.admitted.IsZero():
+		o.LoadDuration = max(int64(j.admitted.Sub(j.received)-j.queueWait), 1)
+	case !j.loaded.IsZero():
 		o.LoadDuration = max(int64(j.loaded.Sub(j.received)), 1)
 	}
 	if !j.admitted.IsZero() {

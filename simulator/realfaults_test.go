@@ -392,3 +392,29 @@ func TestModelLoad(t *testing.T) {
 		t.Errorf("model_load fault: %+v", rec)
 	}
 }
+
+// TestOllamaLoadExcludesQueueWait: waiting for a free slot is not
+// load_duration (Ollama's runner semaphore is acquired after
+// checkpointLoaded), only total_duration.
+func TestOllamaLoadExcludesQueueWait(t *testing.T) {
+	cfg := fastConfig()
+	cfg.Scheduler.MaxRunning = 1
+	ts := startServer(t, cfg)
+	busy := ts.post(t, "/v1/chat/completions", chatBody(2, nil), HeaderFault, "slow_first_token:delay=150ms")
+	defer busy.Body.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for ts.srv.engine.state().running == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	resp := ts.post(t, "/api/chat", map[string]any{"model": "sim-llm", "stream": false, "messages": []map[string]string{{"role": "user", "content": "a"}},
+		"options": map[string]any{"num_predict": 2}})
+	defer resp.Body.Close()
+	var o ollamaJSON
+	if err := json.NewDecoder(resp.Body).Decode(&o); err != nil {
+		t.Fatal(err)
+	}
+	load, total := time.Duration(o.LoadDuration), time.Duration(o.TotalDuration)
+	if load <= 0 || load > 20*time.Millisecond || total < 100*time.Millisecond {
+		t.Errorf("queued request: load_duration %v, total_duration %v", load, total)
+	}
+}
