@@ -524,9 +524,24 @@ func (d *openAIDriver) readStream(ex *exchange, r *Result) {
 	var chunk oaiChunk
 	handle := func(ev *sseEvent) bool { return d.onEvent(ev, r, &st, &chunk) }
 	if err := ex.readEvents(handle, r); err != nil {
-		ex.streamBroke(r, err, fmt.Errorf("stream ended without [DONE] after %d output chunks", len(r.Chunks)))
+		ex.streamBroke(r, err, d.unended(r))
 	}
 	st.finish(r)
+}
+
+// unended says what a stream that the server closed before [DONE] lacked.
+// [DONE] is the OpenAI stream's only end: a finish_reason says one choice
+// is done, not that the usage chunk (the server's token count) or other
+// choices will not follow, and a proxy that cuts a stream after the finish
+// chunk looks the same. So such a stream is incomplete even when a
+// finish_reason arrived; the error names it, so that a server that never
+// sends [DONE] is told apart from one cut short (docs/metrics.md).
+func (d *openAIDriver) unended(r *Result) error {
+	if r.FinishReason != "" {
+		return fmt.Errorf("stream ended without [DONE] after %d output chunks, although finish_reason %q had arrived (a server that never sends [DONE]?)",
+			len(r.Chunks), r.FinishReason)
+	}
+	return fmt.Errorf("stream ended without [DONE] after %d output chunks", len(r.Chunks))
 }
 
 // onEvent handles one SSE event; it returns true when the stream is over
