@@ -149,3 +149,11 @@ func TestLlamaCppTimingsReport(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStreamEventLlamaCppFinal: llama.cpp's final chunk, with usage
+// and the timings object (the fixture's). Its 4 allocations are the usage
+// and finish reason's, as on the same chunk without timings; reading the
+// timings allocates nothing.
+func BenchmarkStreamEventLlamaCppFinal(b *testing.B) {
+	benchEvent(b, llamaCppSeeds[0])
+}
