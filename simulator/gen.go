@@ -45,10 +45,10 @@ type overloader interface {
 	overload(p *plan) (status int, msg string, inStream bool)
 }
 
-// keepAliver is a front end whose streams carry SSE keep-alive comments
-// when faults.sse_ping_interval or the sse_ping fault asks for them.
+// keepAliver marks a front end whose streams carry SSE keep-alive
+// comments when faults.sse_ping_interval or the sse_ping fault asks.
 type keepAliver interface {
-	keepAlive() bool
+	keepAlive()
 }
 
 // plan is everything decided about a request before it runs.
@@ -98,7 +98,6 @@ type job struct {
 
 	ticket       *ticket
 	releaseModel func()
-	loaded       time.Time // the model was resident for this request
 	admitted     time.Time
 	queueWait    time.Duration // waiting for a free slot, before admitted
 	firstToken   time.Time
@@ -160,7 +159,6 @@ func (j *job) reserve(ctx context.Context) (*ticket, error) {
 		forced = f.dur
 	}
 	wait, release, err := j.s.model.acquire(ctx, forced)
-	j.loaded = time.Now()
 	if wait > 0 {
 		j.entry.update(func(r *RequestRecord) { r.ModelLoadNanos = int64(wait) })
 	}
@@ -303,31 +301,15 @@ func (j *job) tokensOut(now time.Time, n int) {
 
 // sleepUntil waits for a planned time; false when ctx ended first.
 func sleepUntil(ctx context.Context, at time.Time) bool {
-	d := time.Until(at)
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return waitFor(ctx, at, nil) == waitReached
 }
 
 // admit waits in the queue and then for the prefill; it returns the time
 // the first token is ready.
 func (j *job) admit(ctx context.Context) (time.Time, bool) {
 	waitStart := time.Now()
-	if j.pingEvery > 0 {
-		// Wait in the queue with keep-alive comments; leaving it is the
-		// caller's deferred release.
-		if !j.pause(ctx, time.Time{}, j.ticket.admitted) {
-			return time.Time{}, false
-		}
-	} else if err := j.ticket.wait(ctx); err != nil {
+	// Leaving the queue on cancellation is the caller's deferred release.
+	if !j.pause(ctx, time.Time{}, j.ticket.admitted) {
 		return time.Time{}, false
 	}
 	j.admitted = time.Now()
@@ -509,7 +491,7 @@ func (j *job) runStream(ctx context.Context) (outcome, reason string) {
 	h.Set("Cache-Control", "no-cache")
 	j.w.WriteHeader(http.StatusOK)
 	j.entry.update(func(r *RequestRecord) { r.Status = http.StatusOK })
-	if ka, ok := j.fe.(keepAliver); ok && ka.keepAlive() {
+	if _, ok := j.fe.(keepAliver); ok {
 		j.pingEvery = j.s.cfg.Faults.SSEPingInterval
 		if f, ok := j.p.faults.get(faultSSEPing); ok {
 			j.pingEvery = f.dur

@@ -98,13 +98,8 @@ func (f *ollamaFrontEnd) done(o *ollamaObject, p *plan) {
 	o.Done = true
 	o.DoneReason = p.finishReason
 	o.TotalDuration = int64(now.Sub(j.received))
-	switch {
-	case !j.admitted.IsZero():
-		o.LoadDuration = max(int64(j.admitted.Sub(j.received)-j.queueWait), 1)
-	case !j.loaded.IsZero():
-		o.LoadDuration = max(int64(j.loaded.Sub(j.received)), 1)
-	}
 	if !j.admitted.IsZero() {
+		o.LoadDuration = max(int64(j.admitted.Sub(j.received)-j.queueWait), 1)
 		if !j.firstToken.IsZero() {
 			o.PromptEvalDuration = int64(j.firstToken.Sub(j.admitted))
 			o.EvalDuration = int64(j.lastToken.Sub(j.firstToken))

@@ -579,7 +579,7 @@ func (f *openAIFrontEnd) apiErrorBody(e *apiError) []byte {
 
 // keepAlive: the OpenAI-compatible servers built on sse-starlette send
 // SSE comments to keep a stream open (faults.sse_ping_interval).
-func (f *openAIFrontEnd) keepAlive() bool { return true }
+func (f *openAIFrontEnd) keepAlive() {}
 
 // doneAfterError: vLLM sends [DONE] after a mid-stream error event
 // (serving_chat.py chat_completion_stream_generator); newer llama.cpp
