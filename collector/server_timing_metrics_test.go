@@ -1,9 +1,6 @@
 package collector
 
 import (
-	"bytes"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,7 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/prometheus/common/expfmt"
 
 	"github.com/llm-prober/llm-prober/probe"
 )
@@ -100,27 +96,5 @@ func TestServerTimingPhasesBounded(t *testing.T) {
 	}
 	if b := serverTimingBuckets(); b[len(b)-1] != 320 {
 		t.Errorf("buckets %v", b)
-	}
-}
-
-func TestServerTimingsPromtool(t *testing.T) {
-	const promtool = "/usr/bin/promtool"
-	if _, err := os.Stat(promtool); err != nil {
-		t.Skipf("%s not installed: %v", promtool, err)
-	}
-	pm := NewProbeMetrics()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(pm)
-	pm.Add(ProbeSeries{Target: "t", Probe: "p", Model: "m"})
-	pm.Observe("t", "p", &probe.Result{Outcome: probe.OutcomeSuccess, ServerTimingsInvalid: 1,
-		ServerTimings: []probe.ServerTiming{{Name: "load", Duration: 3 * time.Second}, {Name: "eval", Duration: time.Second}}})
-	text, err := testutil.GatherAndFormat(reg, expfmt.TypeTextPlain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(promtool, "check", "metrics")
-	cmd.Stdin = bytes.NewReader(text)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("promtool check metrics: %v\n%s", err, out)
 	}
 }

@@ -191,25 +191,6 @@ func TestQueueFullPerRoute(t *testing.T) {
 	}
 }
 
-// TestTGIStreamOverloaded: a real full queue on /generate_stream is the
-// overloaded event in a 200 stream, as TGI sends it.
-func TestTGIStreamOverloaded(t *testing.T) {
-	cfg := fastConfig()
-	cfg.Scheduler.MaxRunning = 1
-	cfg.Scheduler.MaxQueue = 0
-	ts := startServer(t, cfg)
-	busy := ts.post(t, "/generate_stream", map[string]any{"inputs": "a", "parameters": map[string]any{"max_new_tokens": 200}})
-	defer busy.Body.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for ts.srv.engine.state().running == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	evs := readTGIStream(t, ts.post(t, "/generate_stream", map[string]any{"inputs": "a", "parameters": map[string]any{"max_new_tokens": 2}}))
-	if len(evs) != 1 || evs[0].ErrorType != "overloaded" || evs[0].Error != "Model is overloaded" {
-		t.Fatalf("events %+v", evs)
-	}
-}
-
 func TestVLLMContextErrors(t *testing.T) {
 	cfg := fastConfig()
 	cfg.MaxModelLen = 20
