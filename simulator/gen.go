@@ -99,7 +99,7 @@ type job struct {
 	ticket       *ticket
 	releaseModel func()
 	admitted     time.Time
-	queueWait    time.Duration // waiting for a free slot, before admitted
+	queueWait    time.Duration // waited in the engine's queue for a free slot
 	firstToken   time.Time
 	lastToken    time.Time
 	// firstReady and lastReady are when the first and the latest token
@@ -307,13 +307,12 @@ func sleepUntil(ctx context.Context, at time.Time) bool {
 // admit waits in the queue and then for the prefill; it returns the time
 // the first token is ready.
 func (j *job) admit(ctx context.Context) (time.Time, bool) {
-	waitStart := time.Now()
 	// Leaving the queue on cancellation is the caller's deferred release.
 	if !j.pause(ctx, time.Time{}, j.ticket.admitted) {
 		return time.Time{}, false
 	}
 	j.admitted = time.Now()
-	j.queueWait = j.admitted.Sub(waitStart)
+	j.queueWait = j.ticket.queued
 	j.entry.update(func(r *RequestRecord) { r.AdmittedUnixNano = j.admitted.UnixNano() })
 	ready := j.admitted.Add(j.s.engine.prefillTime(j.p.promptTokens, j.p.timing))
 	if f, ok := j.p.faults.get(faultSlowFirstToken); ok {
