@@ -106,6 +106,7 @@ type descs struct {
 	requests, inTokens, outTokens, slo, skip   *prometheus.Desc
 	success, lastTTFT, lastRun, objective      *prometheus.Desc
 	retry, tlsExpiry                           *prometheus.Desc
+	serverTiming, serverTimingInvalid          *prometheus.Desc
 	sched                                      schedDescs
 }
 
@@ -114,6 +115,7 @@ func newDescs() descs {
 	with := func(extra ...string) []string {
 		return append(append(make([]string, 0, len(base)+len(extra)), base...), extra...)
 	}
+	st, stInvalid := newServerTimingDescs(base)
 	return descs{
 		sched:     newSchedDescs(base),
 		retry:     newRetryDesc(base),
@@ -166,6 +168,8 @@ func newDescs() descs {
 		objective: prometheus.NewDesc("llm_probe_slo_objective_ratio",
 			"Target ratio of good requests for each SLO the probe declares, from the configuration.",
 			with("slo"), nil),
+		serverTiming:        st,
+		serverTimingInvalid: stInvalid,
 	}
 }
 
@@ -181,6 +185,7 @@ func (m *ProbeMetrics) Describe(ch chan<- *prometheus.Desc) {
 		m.d.ttft, m.d.tpot, m.d.itl, m.d.duration, m.d.tps, m.d.phase, m.d.lag,
 		m.d.requests, m.d.inTokens, m.d.outTokens, m.d.slo, m.d.skip,
 		m.d.success, m.d.lastTTFT, m.d.lastRun, m.d.objective, m.d.retry, m.d.tlsExpiry,
+		m.d.serverTiming, m.d.serverTimingInvalid,
 	} {
 		ch <- d
 	}
@@ -285,6 +290,8 @@ type series struct {
 	phases [numPhases]atomic.Pointer[phaseHistogram]
 	// retries are indexed like probe.RetryReasons(), created on first use.
 	retries [numRetryReasons]atomic.Pointer[retryCounter]
+	// The server's own timings (server_timing_metrics.go).
+	serverTimingSeries
 	// observeITL is built once so that Observe hands InterTokenLatencies a
 	// ready func value instead of a fresh closure.
 	observeITL func(time.Duration)
@@ -437,6 +444,7 @@ func (s *series) collect(ch chan<- prometheus.Metric) {
 	s.sched.collect(ch)
 	s.collectRetries(ch)
 	s.tls.collect(ch)
+	s.collectServerTimings(ch)
 }
 
 // newSkipCounter must be called with skipMu held or before s is shared.
@@ -542,6 +550,7 @@ func (s *series) observe(r *probe.Result) {
 	}
 
 	s.countSLOs(r, ok, isStream)
+	s.observeServerTimings(r, ok)
 
 	if isStream && r.TTFT > 0 {
 		s.lastTTFT.Set(r.TTFT.Seconds())

@@ -794,6 +794,9 @@ func TestPromtool(t *testing.T) {
 	reg := newTestRegistry(t, m)
 	m.Observe("sim", "steady", streamedSuccess())
 	m.ObserveScheduleLag("sim", "steady", time.Millisecond)
+	// The server's own timings, and one it sent that was unusable.
+	m.Observe("sim", "steady", &probe.Result{Outcome: probe.OutcomeSuccess, ServerTimingsInvalid: 1,
+		ServerTimings: []probe.ServerTiming{{Name: "load", Duration: 3 * time.Second}, {Name: "eval", Duration: time.Second}}})
 	text, err := testutil.GatherAndFormat(reg, expfmt.TypeTextPlain)
 	if err != nil {
 		t.Fatal(err)

@@ -108,6 +108,10 @@ func FuzzChunk(f *testing.F) {
 		`{"choices":[{"text":"a","finish_reason":null}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`,
 		`{"error":{"code":500,"message":"x"}}`, `{"object":"error","code":"404"}`, `{"error":"x","error_type":"y"}`,
 		`{"choices":[{"delta":{"reasoning_content":"r"}}],"usage":{"completion_tokens":99999999999}}`,
+		// llama.cpp's timings object, and what a broken one could hold.
+		`{"choices":[{"finish_reason":"length","index":0,"delta":{}}],"usage":{"completion_tokens":12,"prompt_tokens":34},"timings":{"prompt_n":34,"prompt_ms":31.989,"prompt_per_token_ms":0.94,"predicted_n":12,"predicted_ms":80.5,"predicted_per_token_ms":6.7}}`,
+		`{"choices":[],"timings":{"prompt_ms":null,"prompt_per_token_ms":-1,"predicted_ms":1e400,"predicted_per_token_ms":"x"}}`,
+		`{"choices":[],"timings":{"prompt_ms":3600000.5,"predicted_ms":{"a":[[[]]]}}}`, `{"timings":[{"prompt_ms":1}]}`,
 		"[[[[", "\xff",
 	} {
 		f.Add([]byte(s), false)
@@ -146,6 +150,14 @@ func FuzzChunk(f *testing.F) {
 		for _, c := range r.Chunks {
 			if c.Tokens < 0 || c.Tokens > maxTokensPerChunk {
 				t.Fatalf("chunk tokens %d", c.Tokens)
+			}
+		}
+		if len(r.ServerTimings)+r.ServerTimingsInvalid > 4 || r.ServerTimingsInvalid < 0 {
+			t.Fatalf("%d server timings, %d invalid", len(r.ServerTimings), r.ServerTimingsInvalid)
+		}
+		for _, st := range r.ServerTimings {
+			if st.Duration < 0 || st.Duration > time.Hour {
+				t.Fatalf("server timing %v", st)
 			}
 		}
 	})

@@ -55,6 +55,11 @@ func (c *oaiChunk) decodeFast(b []byte) bool {
 				return 0, false
 			}
 			return end, true
+		case topTimings:
+			// llama.cpp's timings: the one reader both paths use.
+			end := skipValue(b, v)
+			c.Timings.parse(b[v:end])
+			return end, true
 		}
 		// error, error_type, message, code, detail: the slow path.
 		return 0, false
@@ -69,9 +74,10 @@ const (
 	topChoices = iota
 	topUsage
 	topObject
+	topTimings
 )
 
-var topKeys = []string{"choices", "usage", "object", "error", "error_type", "message", "code", "detail"}
+var topKeys = []string{"choices", "usage", "object", "timings", "error", "error_type", "message", "code", "detail"}
 
 var choiceKeys = []string{"text", "delta", "message", "finish_reason"}
 

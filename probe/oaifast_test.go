@@ -75,6 +75,19 @@ var toolCallSeeds = []string{
 	`{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":80,"completion_tokens":20}}`,
 }
 
+// llamaCppSeeds are llama.cpp's chunks with its timings object (the
+// captured fixture's final chunks, newer builds' usage chunk); every one
+// must take the fast path.
+var llamaCppSeeds = []string{
+	`{"choices":[{"finish_reason":"length","index":0,"delta":{}}],"created":1795306046,"id":"chatcmpl-n1jsqBsn4oamLbYTUQw9lmFB9aVw4LYn","model":"small","system_fingerprint":"b0-unknown","object":"chat.completion.chunk","usage":{"completion_tokens":12,"prompt_tokens":34,"total_tokens":46},"timings":{"prompt_n":34,"prompt_ms":31.989,"prompt_per_token_ms":0.9408529411764706,"prompt_per_second":1062.8653599674888,"predicted_n":12,"predicted_ms":80.5,"predicted_per_token_ms":6.708333333333333,"predicted_per_second":149.06832298136646}}`,
+	`{"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"length"}],"created":1795306046,"model":"small","system_fingerprint":"b0-unknown","object":"text_completion","usage":{"completion_tokens":8,"prompt_tokens":5,"total_tokens":13},"id":"chatcmpl-4mdYu7ayvwLpP3Fkyl8zrl7vHdSuRvUj","timings":{"prompt_n":5,"prompt_ms":11.929,"prompt_per_token_ms":2.3858,"prompt_per_second":419.14661748679686,"predicted_n":8,"predicted_ms":51.469,"predicted_per_token_ms":6.433625,"predicted_per_second":155.43336765820203}}`,
+	`{"choices":[],"created":1,"id":"x","model":"m","object":"chat.completion.chunk","usage":{"completion_tokens":3,"prompt_tokens":2,"total_tokens":5},"timings":{"cache_n":0,"prompt_n":2,"prompt_ms":1e1,"prompt_per_token_ms":5E0,"predicted_n":3,"predicted_ms":0.001,"predicted_per_token_ms":-0.0,"draft_n":1,"draft_n_accepted":0}}`,
+	// NaN and Inf as nlohmann::json writes them, odd values and keys.
+	`{"choices":[{"delta":{"content":"a"}}],"timings":{"prompt_n":0,"prompt_ms":0,"prompt_per_token_ms":null,"prompt_per_second":null,"predicted_ms":"7","predicted_per_token_ms":1e400}}`,
+	` { "timings" : { "prompt_ms" : 1 , "prompt_ms" : 2 , "Predicted_ms" : 3, "predicted_m\u0073" : 4, "x" : { "prompt_ms" : [ 5 ] } } , "choices" : [ ] } `,
+	`{"timings":null}`, `{"timings":{}}`, `{"timings":[1,{"prompt_ms":1}]}`, `{"timings":"x"}`, `{"timings":12}`,
+}
+
 // toolCallCorners are tool-call shapes the fast path leaves to
 // encoding/json; the equivalence checks still run on them.
 var toolCallCorners = []string{
@@ -92,6 +105,12 @@ var toolCallCorners = []string{
 	`{"choices":[{"delta":{"tool_calls":[{"function":{"name":"a"}}],"tool_calls":null}}]}`,
 	`{"choices":[{"delta":{"function_call":"auto"}}]}`, `{"choices":[{"delta":{"function_call":[{"name":"a"}]}}]}`,
 	`{"choices":[{"delta":{"function_call":{"name":"a"},"Function_Call":null}}]}`,
+}
+
+// timingsCorners: a timings key given twice, in another case or escaped
+// is left to encoding/json, which reads it with the same reader.
+var timingsCorners = []string{
+	`{"timings":{"prompt_ms":1},"timings":{"predicted_ms":2}}`, `{"Timings":{"prompt_ms":1}}`, `{"timing\u0073":{"prompt_ms":1}}`,
 }
 
 // The fast path must give exactly what encoding/json gives whenever it
@@ -138,13 +157,16 @@ func TestOAIChunkFastPathMatchesEncodingJSON(t *testing.T) {
 func allFastSlowSeeds() []string {
 	seeds := append([]string(nil), fastSlowSeeds...)
 	seeds = append(seeds, toolCallSeeds...)
+	seeds = append(seeds, llamaCppSeeds...)
+	seeds = append(seeds, timingsCorners...)
 	return append(seeds, toolCallCorners...)
 }
 
 // The shapes every stream is made of take the fast path; without this
 // test a fast path that always declined would pass everything else.
 func TestOAIChunkFastPathTakesCommonChunks(t *testing.T) {
-	for _, s := range append(fastSlowSeeds[:13:13], toolCallSeeds...) {
+	common := append(fastSlowSeeds[:13:13], toolCallSeeds...)
+	for _, s := range append(common, llamaCppSeeds...) {
 		var c oaiChunk
 		c.reset()
 		if !fastJSONOK([]byte(s)) || !c.decodeFast([]byte(s)) {
@@ -170,7 +192,7 @@ func FuzzOAIChunkFastPath(f *testing.F) {
 			t.Fatalf("%q: decode error %v, encoding/json %v", data, err, wantErr)
 		}
 		if err == nil && (c.hasOutput() != want.hasOutput() || c.finishReason() != want.finishReason() ||
-			!reflect.DeepEqual(c.Usage, want.Usage)) {
+			!reflect.DeepEqual(c.Usage, want.Usage) || c.Timings != want.Timings) {
 			t.Fatalf("%q: decode %+v, encoding/json %+v", data, c, want)
 		}
 		_, gotAPI := c.apiError()

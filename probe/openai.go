@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"mime"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // openAIDriver speaks the OpenAI-compatible /v1/chat/completions
@@ -178,8 +181,128 @@ func isJSONContentType(ct string) bool {
 // the fields the measurements need, plus every error shape.
 type oaiChunk struct {
 	errorFields
-	Choices oaiChoices `json:"choices"`
-	Usage   *oaiUsage  `json:"usage"`
+	Choices oaiChoices   `json:"choices"`
+	Usage   *oaiUsage    `json:"usage"`
+	Timings llamaTimings `json:"timings"` // llama.cpp
+}
+
+// llamaTimings is llama.cpp's non-standard timings object, the server's
+// own clock for the request (server_slot::get_timings in
+// tools/server/server-context.cpp): prompt_ms from the slot starting on
+// the prompt to the first token sampled, predicted_ms from then to the
+// last token. It arrives on the final chunk (with finish_reason, or on
+// the usage chunk in newer builds) and in non-streamed answers.
+//
+// It is read leniently, by the same code on the fast and the slow path: a
+// value that is not a usable number (llama.cpp writes NaN and Inf, such
+// as 0/0 ms per token, as null) marks that field invalid rather than
+// failing the chunk, and a timings value that is not an object has no
+// usable field. Keys match exactly; escaped or case-variant keys are
+// unknown keys. Nothing is allocated.
+type llamaTimings struct {
+	present                                                      bool
+	promptMS, promptPerTokenMS, predictedMS, predictedPerTokenMS timingValue
+}
+
+// timingValue is one millisecond figure of llamaTimings; ok is false when
+// it was absent or not a finite number.
+type timingValue struct {
+	ms float64
+	ok bool
+}
+
+func (t *llamaTimings) UnmarshalJSON(b []byte) error {
+	t.parse(b)
+	return nil
+}
+
+// parse reads the timings value b, valid JSON (the decoder checked it).
+func (t *llamaTimings) parse(b []byte) {
+	*t = llamaTimings{}
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || bytes.Equal(b, []byte("null")) {
+		return
+	}
+	t.present = true
+	if b[0] != '{' {
+		return
+	}
+	i := skipWS(b, 1)
+	for i < len(b) && b[i] == '"' {
+		end, _ := skipString(b, i)
+		key := b[i+1 : max(end-1, i+1)]
+		v := skipWS(b, skipWS(b, end)+1) // past ':'
+		if v >= len(b) {
+			return
+		}
+		vend := skipValue(b, v)
+		switch string(key) {
+		case "prompt_ms":
+			t.promptMS = timingNumber(b[v:vend])
+		case "prompt_per_token_ms":
+			t.promptPerTokenMS = timingNumber(b[v:vend])
+		case "predicted_ms":
+			t.predictedMS = timingNumber(b[v:vend])
+		case "predicted_per_token_ms":
+			t.predictedPerTokenMS = timingNumber(b[v:vend])
+		}
+		i = skipWS(b, vend)
+		if i >= len(b) || b[i] != ',' {
+			return
+		}
+		i = skipWS(b, i+1)
+	}
+}
+
+// timingNumber reads a JSON number; anything else, and a number too large
+// for a float64, is not ok.
+func timingNumber(raw []byte) timingValue {
+	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
+		return timingValue{}
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return timingValue{}
+	}
+	return timingValue{ms: f, ok: true}
+}
+
+// maxServerTiming bounds a duration a server reports about one request;
+// a probe taking longer is absurd, and such a value is counted invalid.
+const maxServerTiming = time.Hour
+
+// duration is the value as a duration, ok when it is a finite number of
+// milliseconds in [0, maxServerTiming].
+func (v timingValue) duration() (time.Duration, bool) {
+	if !v.ok || v.ms < 0 || v.ms > float64(maxServerTiming/time.Millisecond) {
+		return 0, false
+	}
+	return time.Duration(math.Round(v.ms * float64(time.Millisecond))), true
+}
+
+// apply adds the timings to r's ServerTimings under llama.cpp's names
+// without the unit, in the object's order, and counts the fields that are
+// missing or unusable in r.ServerTimingsInvalid. It runs once per answer,
+// on the last timings object seen (llama.cpp's timings_per_token puts one
+// on every chunk).
+func (t *llamaTimings) apply(r *Result) {
+	if !t.present {
+		return
+	}
+	for _, f := range [...]struct {
+		name string
+		v    timingValue
+	}{
+		{"prompt", t.promptMS}, {"prompt_per_token", t.promptPerTokenMS},
+		{"predicted", t.predictedMS}, {"predicted_per_token", t.predictedPerTokenMS},
+	} {
+		d, ok := f.v.duration()
+		if !ok {
+			r.ServerTimingsInvalid++
+			continue
+		}
+		r.ServerTimings = append(r.ServerTimings, ServerTiming{Name: f.name, Duration: d})
+	}
 }
 
 // oaiChoices refuses, before decoding, an array with an element that is
@@ -390,6 +513,8 @@ type streamState struct {
 	cum      []int
 	usage    oaiUsage
 	hasUsage bool
+	// timings is the last llama.cpp timings object of the stream.
+	timings llamaTimings
 }
 
 var doneMarker = []byte("[DONE]")
@@ -399,9 +524,24 @@ func (d *openAIDriver) readStream(ex *exchange, r *Result) {
 	var chunk oaiChunk
 	handle := func(ev *sseEvent) bool { return d.onEvent(ev, r, &st, &chunk) }
 	if err := ex.readEvents(handle, r); err != nil {
-		ex.streamBroke(r, err, fmt.Errorf("stream ended without [DONE] after %d output chunks", len(r.Chunks)))
+		ex.streamBroke(r, err, d.unended(r))
 	}
 	st.finish(r)
+}
+
+// unended says what a stream that the server closed before [DONE] lacked.
+// [DONE] is the OpenAI stream's only end: a finish_reason says one choice
+// is done, not that the usage chunk (the server's token count) or other
+// choices will not follow, and a proxy that cuts a stream after the finish
+// chunk looks the same. So such a stream is incomplete even when a
+// finish_reason arrived; the error names it, so that a server that never
+// sends [DONE] is told apart from one cut short (docs/metrics.md).
+func (d *openAIDriver) unended(r *Result) error {
+	if r.FinishReason != "" {
+		return fmt.Errorf("stream ended without [DONE] after %d output chunks, although finish_reason %q had arrived (a server that never sends [DONE]?)",
+			len(r.Chunks), r.FinishReason)
+	}
+	return fmt.Errorf("stream ended without [DONE] after %d output chunks", len(r.Chunks))
 }
 
 // onEvent handles one SSE event; it returns true when the stream is over
@@ -439,6 +579,9 @@ func (d *openAIDriver) onEvent(ev *sseEvent, r *Result, st *streamState, chunk *
 	if u := chunk.Usage; u != nil {
 		st.usage, st.hasUsage = *u, true
 	}
+	if chunk.Timings.present {
+		st.timings = chunk.Timings
+	}
 	if chunk.hasOutput() {
 		if err := r.addChunk(ev.At, 1); err != nil {
 			return fail(OutcomeProtocolError, err)
@@ -473,6 +616,7 @@ func streamError(data []byte) (Outcome, error) {
 // finish settles token counts once the stream is over (also on failure, so
 // partial answers can be inspected).
 func (st *streamState) finish(r *Result) {
+	st.timings.apply(r)
 	if st.continuous() {
 		prev := 0
 		for i, c := range st.cum {
@@ -530,5 +674,6 @@ func (d *openAIDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
 		r.OutputTokens, r.OutputTokensSource = max(c.Usage.CompletionTokens, 0), TokenSourceServer
 		r.InputTokens, r.InputTokensSource = max(c.Usage.PromptTokens, 0), TokenSourceServer
 	}
+	c.Timings.apply(r)
 	r.Outcome = OutcomeSuccess
 }

@@ -90,22 +90,38 @@ func WriteReport(w io.Writer, target, probeName string, r *Result) error {
 	return tw.Flush()
 }
 
-// writeServerTimings prints the server's own account beside the client's:
-// its total next to the end-to-end latency the client measured (the
-// difference is network, HTTP and client time the server cannot see).
+// writeServerTimings prints the server's own account beside the client's
+// view of the same stretch: its total next to the end-to-end latency (the
+// difference is network, HTTP and client time the server cannot see), its
+// prompt clock next to TTFT, its decode clock next to the client's time
+// from the first token to the end, its time per token next to TPOT (which
+// divides by one token fewer: docs/metrics.md).
 func writeServerTimings(line func(label, format string, args ...any), r *Result) {
-	if len(r.ServerTimings) == 0 {
+	if len(r.ServerTimings) == 0 && r.ServerTimingsInvalid == 0 {
 		return
 	}
-	line("server timings", "as reported by the server")
+	line("server timings", "as reported by the server, beside the client's view")
+	ttft := r.Streamed && r.TTFT > 0
+	tpot, hasTPOT := r.TPOT()
 	for _, st := range r.ServerTimings {
 		switch {
 		case st.Name == "total" && r.EndToEnd > 0:
 			line("  "+st.Name, "%s  (client end-to-end %s, %s outside the server)",
 				ms(st.Duration), ms(r.EndToEnd), ms(r.EndToEnd-st.Duration))
+		case (st.Name == "prompt" || st.Name == "prompt_eval") && ttft:
+			line("  "+st.Name, "%s  (client TTFT %s, %s outside the server's prompt clock)",
+				ms(st.Duration), ms(r.TTFT), ms(r.TTFT-st.Duration))
+		case (st.Name == "predicted" || st.Name == "eval") && ttft && r.EndToEnd >= r.TTFT:
+			line("  "+st.Name, "%s  (client end-to-end − TTFT %s)", ms(st.Duration), ms(r.EndToEnd-r.TTFT))
+		case st.Name == "predicted_per_token" && hasTPOT:
+			line("  "+st.Name, "%s  (client TPOT %s; the server divides by %d tokens, TPOT by %d)",
+				ms(st.Duration), ms(tpot), r.OutputTokens, r.OutputTokens-1)
 		default:
 			line("  "+st.Name, "%s", ms(st.Duration))
 		}
+	}
+	if r.ServerTimingsInvalid > 0 {
+		line("  invalid", "%d more the server sent could not be used (missing, null, not a number, negative or over an hour)", r.ServerTimingsInvalid)
 	}
 }
 

@@ -171,12 +171,18 @@ type Result struct {
 	Retry *Retry
 	// ServerTimings is the server's own account of where the time went,
 	// when the protocol reports one (Ollama's *_duration fields, TGI's
-	// x-*-time headers on /generate), in the order the protocol lists
-	// them; nil otherwise. It is kept beside the client's view, never in
-	// place of it: the server cannot see the network, its HTTP layer or
-	// the client, and each server draws its phase boundaries differently.
+	// x-*-time headers on /generate, llama.cpp's timings object on the
+	// OpenAI-compatible routes), in the order the protocol lists them; nil
+	// otherwise. It is kept beside the client's view, never in place of
+	// it: the server cannot see the network, its HTTP layer or the client,
+	// and each server draws its phase boundaries differently.
 	ServerTimings []ServerTiming
-	Outcome       Outcome
+	// ServerTimingsInvalid counts timings the server announced but that
+	// could not be used, so are not in ServerTimings: a field of
+	// llama.cpp's timings object that is missing, null (how llama.cpp
+	// writes NaN and Inf), not a number, negative or over an hour.
+	ServerTimingsInvalid int
+	Outcome              Outcome
 	// Err explains a non-success outcome, naming what went wrong.
 	Err error
 }
@@ -220,8 +226,9 @@ func RetryReasons() []string { return []string{RetryEOF, RetryReset, RetryBroken
 // ServerTiming is one duration a server reported about its own handling
 // of a request. Name is the server's own name for it without the unit
 // ("total", "load", "prompt_eval", "eval" for Ollama; "total",
-// "validation", "queue", "inference", "time_per_token" for TGI), so it
-// can be looked up in that server's documentation.
+// "validation", "queue", "inference", "time_per_token" for TGI; "prompt",
+// "prompt_per_token", "predicted", "predicted_per_token" for llama.cpp),
+// so it can be looked up in that server's documentation.
 type ServerTiming struct {
 	Name     string
 	Duration time.Duration

@@ -30,6 +30,10 @@ type Config struct {
 	// ShutdownTimeout bounds how long in-flight requests may finish after
 	// the serving context is cancelled; they are aborted afterwards.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// OpenAIServer is the server the OpenAI-compatible routes answer as:
+	// vllm, or llamacpp (llama.cpp's llama-server: its timings object,
+	// context check, usage placement and error shapes; docs/simulator.md).
+	OpenAIServer string `yaml:"openai_server"`
 
 	Latency     LatencyConfig     `yaml:"latency"`
 	Scheduler   SchedulerConfig   `yaml:"scheduler"`
@@ -98,6 +102,23 @@ type FaultConfig struct {
 	// reuses the connection before it notices.
 	CloseAfterStream      bool          `yaml:"close_after_stream"`
 	CloseAfterStreamDelay time.Duration `yaml:"close_after_stream_delay"`
+	// ModelLoadDelay, when positive, makes the model load on demand as
+	// Ollama's does: the first request after start, and the first after
+	// the model sat idle for ModelKeepAlive, waits this long before it is
+	// scheduled, and Ollama's load_duration reports the wait. Requests
+	// arriving during a load wait for the same load.
+	ModelLoadDelay time.Duration `yaml:"model_load_delay"`
+	// ModelKeepAlive is how long an idle model stays loaded (Ollama's
+	// OLLAMA_KEEP_ALIVE, 5m by default): 0 unloads it as soon as no
+	// request is in flight, a negative value never does.
+	ModelKeepAlive time.Duration `yaml:"model_keep_alive"`
+	// SSEPingInterval, when positive, sends an SSE comment line as
+	// sse-starlette's EventSourceResponse does (": ping - <time>") every
+	// interval on OpenAI-compatible streams, from the response head on.
+	SSEPingInterval time.Duration `yaml:"sse_ping_interval"`
+	// OmitDone ends OpenAI-compatible streams without "data: [DONE]" after
+	// a complete answer, as some servers do (docs/simulator.md).
+	OmitDone bool `yaml:"omit_done"`
 }
 
 // GroundTruthConfig bounds the per-request ground-truth store.
@@ -116,6 +137,12 @@ type MetricsConfig struct {
 	LegacyNames bool `yaml:"legacy_names"`
 }
 
+// Servers the OpenAI-compatible routes can answer as.
+const (
+	OpenAIServerVLLM     = "vllm"
+	OpenAIServerLlamaCpp = "llamacpp"
+)
+
 // Role chunk modes.
 const (
 	RoleChunkImmediate      = "immediate"
@@ -132,6 +159,7 @@ func DefaultConfig() Config {
 		MaxModelLen:         8192,
 		MaxRequestBodyBytes: 4 << 20,
 		ShutdownTimeout:     5 * time.Second,
+		OpenAIServer:        OpenAIServerVLLM,
 		Latency: LatencyConfig{
 			TTFTBase:         30 * time.Millisecond,
 			PrefillPerToken:  50 * time.Microsecond,
@@ -160,6 +188,7 @@ func DefaultConfig() Config {
 			// always writes into the connection before it closes.
 			CloseAfterStreamDelay: 2 * time.Millisecond,
 			ErrorEventStatusCode:  500,
+			ModelKeepAlive:        5 * time.Minute,
 		},
 		GroundTruth: GroundTruthConfig{
 			Capacity:          10000,
@@ -215,6 +244,11 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 || c.ShutdownTimeout > 10*time.Minute {
 		bad("shutdown_timeout", "must be in (0, 10m], got %s", c.ShutdownTimeout)
+	}
+	switch c.OpenAIServer {
+	case OpenAIServerVLLM, OpenAIServerLlamaCpp:
+	default:
+		bad("openai_server", "must be %s or %s, got %q", OpenAIServerVLLM, OpenAIServerLlamaCpp, c.OpenAIServer)
 	}
 
 	l := c.Latency
@@ -279,6 +313,15 @@ func (c Config) Validate() error {
 	}
 	if f.SlowFirstTokenDelay < 0 || f.SlowFirstTokenDelay > maxFaultDuration {
 		bad("faults.slow_first_token_delay", "must be in [0, %s], got %s", maxFaultDuration, f.SlowFirstTokenDelay)
+	}
+	if f.ModelLoadDelay < 0 || f.ModelLoadDelay > maxFaultDuration {
+		bad("faults.model_load_delay", "must be in [0, %s], got %s", maxFaultDuration, f.ModelLoadDelay)
+	}
+	if f.ModelKeepAlive > 24*time.Hour {
+		bad("faults.model_keep_alive", "must be at most 24h (negative: never unload), got %s", f.ModelKeepAlive)
+	}
+	if f.SSEPingInterval < 0 || (f.SSEPingInterval > 0 && f.SSEPingInterval < minPingInterval) || f.SSEPingInterval > maxFaultDuration {
+		bad("faults.sse_ping_interval", "must be 0 (off) or in [%s, %s], got %s", minPingInterval, maxFaultDuration, f.SSEPingInterval)
 	}
 
 	g := c.GroundTruth

@@ -35,8 +35,11 @@ type ticket struct {
 	prompt   int64
 	held     int64
 	admitted chan struct{}
-	// state is guarded by e.mu.
-	state ticketState
+	// state, enqueued and queued are guarded by e.mu; queued is read
+	// after admitted is closed.
+	state    ticketState
+	enqueued time.Time     // when it joined the queue (zero: admitted at once)
+	queued   time.Duration // how long it waited in the queue
 }
 
 type ticketState int
@@ -61,6 +64,7 @@ func (e *engine) enqueue(promptTokens int) (*ticket, error) {
 	if len(e.queue) >= e.sched.MaxQueue {
 		return nil, errQueueFull
 	}
+	t.enqueued = time.Now()
 	e.queue = append(e.queue, t)
 	return t, nil
 }
@@ -87,6 +91,7 @@ func (e *engine) admitWaitingLocked() {
 		t := e.queue[0]
 		e.queue[0] = nil
 		e.queue = e.queue[1:]
+		t.queued = time.Since(t.enqueued)
 		e.admitLocked(t)
 	}
 }

@@ -21,6 +21,11 @@ const (
 	maxHeaderValueLen = 1024
 	maxFaultsPerReq   = 8
 	maxTokensPerChunk = 1024
+	// minPingInterval keeps SSE keep-alive comments from flooding a stream.
+	minPingInterval = time.Millisecond
+	// defaultModelLoadDelay is what model_load waits when neither the
+	// header nor faults.model_load_delay says.
+	defaultModelLoadDelay = 2 * time.Second
 )
 
 // Fault kinds. The grammar is in docs/simulator.md.
@@ -32,6 +37,12 @@ const (
 	faultSlowFirstToken = "slow_first_token"
 	faultTruncate       = "truncate"
 	faultErrorEvent     = "error_event"
+	// Behaviours of real servers (docs/simulator.md, "Behaviours taken
+	// from real servers").
+	faultQueueFull = "queue_full"
+	faultNoDone    = "no_done"
+	faultModelLoad = "model_load"
+	faultSSEPing   = "sse_ping"
 )
 
 // fault is one injected misbehaviour. after counts output tokens already
@@ -54,6 +65,12 @@ func (f fault) String() string {
 		return fmt.Sprintf("slow_first_token:delay=%s", f.dur)
 	case faultErrorEvent:
 		return fmt.Sprintf("error_event:after=%d,status=%d", f.after, f.status)
+	case faultQueueFull, faultNoDone:
+		return f.kind
+	case faultModelLoad:
+		return fmt.Sprintf("model_load:delay=%s", f.dur)
+	case faultSSEPing:
+		return fmt.Sprintf("sse_ping:every=%s", f.dur)
 	default:
 		return fmt.Sprintf("%s:after=%d", f.kind, f.after)
 	}
@@ -135,10 +152,23 @@ func parseFault(s string, defaults FaultConfig) (fault, error) {
 	case faultErrorEvent:
 		f.status = defaults.ErrorEventStatusCode
 		allowed = []string{"after", "status"}
+	case faultQueueFull, faultNoDone:
+	case faultModelLoad:
+		f.dur = defaults.ModelLoadDelay
+		if f.dur <= 0 {
+			f.dur = defaultModelLoadDelay
+		}
+		allowed = []string{"delay"}
+	case faultSSEPing:
+		f.dur = defaults.SSEPingInterval
+		if f.dur <= 0 {
+			f.dur = time.Second
+		}
+		allowed = []string{"every"}
 	case "":
 		return fault{}, fmt.Errorf("missing fault name")
 	default:
-		return fault{}, fmt.Errorf("unknown fault %q (want error, reset, stall, malformed, slow_first_token, truncate or error_event)", name)
+		return fault{}, fmt.Errorf("unknown fault %q (want error, reset, stall, malformed, slow_first_token, truncate, error_event, queue_full, no_done, model_load or sse_ping)", name)
 	}
 	if !hasParams {
 		return f, nil
@@ -174,6 +204,12 @@ func parseFault(s string, defaults FaultConfig) (fault, error) {
 			d, err := time.ParseDuration(val)
 			if err != nil || d <= 0 || d > maxFaultDuration {
 				return fault{}, fmt.Errorf("%s=%q: want a duration in (0, %s]", k, val, maxFaultDuration)
+			}
+			f.dur = d
+		case "every":
+			d, err := time.ParseDuration(val)
+			if err != nil || d < minPingInterval || d > maxFaultDuration {
+				return fault{}, fmt.Errorf("every=%q: want a duration in [%s, %s]", val, minPingInterval, maxFaultDuration)
 			}
 			f.dur = d
 		}

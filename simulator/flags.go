@@ -78,6 +78,14 @@ func RegisterFlags(cmd *kingpin.CmdClause) *Flags {
 			return func(c *Config) { c.ServedModelNames = append([]string(nil), *v...) }
 		})
 
+	integer("max-model-len", "Context length: the limit on prompt + max_tokens (llama.cpp: on the prompt).", d.MaxModelLen,
+		func(c *Config) *int { return &c.MaxModelLen })
+	override("openai-server", "Server the OpenAI-compatible routes answer as: vllm or llamacpp (timings, context check and error shapes of llama-server).", d.OpenAIServer,
+		func(fc *kingpin.FlagClause) func(*Config) {
+			v := fc.Enum(OpenAIServerVLLM, OpenAIServerLlamaCpp)
+			return func(c *Config) { c.OpenAIServer = *v }
+		})
+
 	dur("latency.ttft-base", "Fixed part of the time to first token.", d.Latency.TTFTBase,
 		func(c *Config) *time.Duration { return &c.Latency.TTFTBase })
 	dur("latency.prefill-per-token", "Prefill time per input token.", d.Latency.PrefillPerToken,
@@ -115,6 +123,17 @@ func RegisterFlags(cmd *kingpin.CmdClause) *Flags {
 		})
 	dur("fault.close-after-stream-delay", "How long after a streamed answer's last byte the connection closes.", d.Faults.CloseAfterStreamDelay,
 		func(c *Config) *time.Duration { return &c.Faults.CloseAfterStreamDelay })
+	dur("fault.model-load-delay", "Load the model on demand as Ollama does: the first request, and the first after an idle unload, wait this long (0: always loaded).", d.Faults.ModelLoadDelay,
+		func(c *Config) *time.Duration { return &c.Faults.ModelLoadDelay })
+	dur("fault.model-keep-alive", "How long an idle model stays loaded (Ollama's OLLAMA_KEEP_ALIVE); 0 unloads at once, negative never.", d.Faults.ModelKeepAlive,
+		func(c *Config) *time.Duration { return &c.Faults.ModelKeepAlive })
+	dur("fault.sse-ping-interval", "Send an SSE comment \": ping - <time>\" this often on OpenAI-compatible streams, as sse-starlette does (0: never).", d.Faults.SSEPingInterval,
+		func(c *Config) *time.Duration { return &c.Faults.SSEPingInterval })
+	override("fault.omit-done", "End OpenAI-compatible streams without data: [DONE].", "false",
+		func(fc *kingpin.FlagClause) func(*Config) {
+			v := fc.Bool()
+			return func(c *Config) { c.Faults.OmitDone = *v }
+		})
 	flt("fault.error-rate", "Probability of an immediate HTTP error.", 0,
 		func(c *Config) *float64 { return &c.Faults.ErrorRate })
 	integer("fault.error-status", "HTTP status of injected errors.", d.Faults.ErrorStatus,

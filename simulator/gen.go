@@ -19,7 +19,8 @@ type event struct {
 	// final marks the last output chunk, which carries the finish reason
 	// unless a separate finish chunk was asked for.
 	final  bool
-	status int // error events
+	status int    // error events
+	msg    string // error events: the message, when the front end should not choose one
 }
 
 // frontEnd is the protocol-specific part of serving one request: how the
@@ -37,10 +38,17 @@ type frontEnd interface {
 	errorBody(status int, msg string) []byte
 }
 
-// overloadStatuser is a front end whose server answers a full waiting
-// queue with its own status rather than vLLM's 503 (TGI says 429).
-type overloadStatuser interface {
-	overloadStatus() int
+// overloader is a front end whose server answers a full waiting queue
+// otherwise than vLLM's 503: with its own status and message, or (inStream)
+// as an error event in a 200 stream, as TGI's /generate_stream does.
+type overloader interface {
+	overload(p *plan) (status int, msg string, inStream bool)
+}
+
+// keepAliver marks a front end whose streams carry SSE keep-alive
+// comments when faults.sse_ping_interval or the sse_ping fault asks.
+type keepAliver interface {
+	keepAlive()
 }
 
 // plan is everything decided about a request before it runs.
@@ -88,13 +96,24 @@ type job struct {
 	p        *plan
 	received time.Time
 
-	ticket     *ticket
-	admitted   time.Time
-	firstToken time.Time
-	lastToken  time.Time
-	sent       int // output tokens flushed
-	fired      map[string]bool
-	stalled    bool
+	ticket       *ticket
+	releaseModel func()
+	admitted     time.Time
+	queueWait    time.Duration // waited in the engine's queue for a free slot
+	firstToken   time.Time
+	lastToken    time.Time
+	// firstReady and lastReady are when the first and the latest token
+	// were ready to send, before the write: the server's own clock, as
+	// llama.cpp's t_start_generation and t_token_generation.
+	firstReady, lastReady time.Time
+	sent                  int // output tokens flushed
+	fired                 map[string]bool
+	stalled               bool
+
+	// SSE keep-alive comments: every pingEvery from nextPing on, while
+	// the stream is open.
+	pingEvery time.Duration
+	nextPing  time.Time
 }
 
 // errClientGone means a write failed or the request context ended.
@@ -106,13 +125,16 @@ func (j *job) run(ctx context.Context) {
 		j.httpError(f.status, "Injected fault: HTTP "+strconv.Itoa(f.status), outcomeHTTPError)
 		return
 	}
-	t, err := j.s.engine.enqueue(p.promptTokens)
-	if err != nil {
-		status := http.StatusServiceUnavailable
-		if o, ok := j.fe.(overloadStatuser); ok {
-			status = o.overloadStatus()
-		}
-		j.httpError(status, "The server is overloaded: the waiting queue is full.", outcomeRejected)
+	t, err := j.reserve(ctx)
+	if j.releaseModel != nil {
+		defer j.releaseModel()
+	}
+	switch {
+	case errors.Is(err, errQueueFull):
+		j.overloaded()
+		return
+	case err != nil:
+		j.entry.finish(outcomeClientGone)
 		return
 	}
 	j.ticket = t
@@ -125,6 +147,52 @@ func (j *job) run(ctx context.Context) {
 		outcome, reason = j.runUnary(ctx)
 	}
 	j.observe(outcome, reason)
+}
+
+// reserve makes the model resident, waiting for a load when it is not
+// (modelload.go), and places the request in the engine. errQueueFull
+// means the request is refused as the server refuses one when its waiting
+// queue is full (also for the queue_full fault); another error is ctx's.
+func (j *job) reserve(ctx context.Context) (*ticket, error) {
+	var forced time.Duration
+	if f, ok := j.p.faults.get(faultModelLoad); ok {
+		forced = f.dur
+	}
+	wait, release, err := j.s.model.acquire(ctx, forced)
+	if wait > 0 {
+		j.entry.update(func(r *RequestRecord) { r.ModelLoadNanos = int64(wait) })
+	}
+	if err != nil {
+		return nil, err
+	}
+	j.releaseModel = release
+	if _, ok := j.p.faults.get(faultQueueFull); ok {
+		return nil, errQueueFull
+	}
+	return j.s.engine.enqueue(j.p.promptTokens)
+}
+
+// overloaded answers a request refused because the waiting queue is full:
+// vLLM's 503 unless the front end's server answers otherwise.
+func (j *job) overloaded() {
+	status, msg, inStream := http.StatusServiceUnavailable, "The server is overloaded: the waiting queue is full.", false
+	if o, ok := j.fe.(overloader); ok {
+		status, msg, inStream = o.overload(j.p)
+	}
+	if !inStream {
+		j.httpError(status, msg, outcomeRejected)
+		return
+	}
+	h := j.w.Header()
+	h.Set("Content-Type", j.fe.streamContentType())
+	h.Set("Cache-Control", "no-cache")
+	j.w.WriteHeader(http.StatusOK)
+	j.entry.update(func(r *RequestRecord) {
+		r.Status = http.StatusOK
+		r.Error = msg
+	})
+	_ = j.emit(event{kind: kindError, status: status, msg: msg})
+	j.entry.finish(outcomeRejected)
 }
 
 // observe records the request in /metrics once it has left the engine.
@@ -233,33 +301,84 @@ func (j *job) tokensOut(now time.Time, n int) {
 
 // sleepUntil waits for a planned time; false when ctx ended first.
 func sleepUntil(ctx context.Context, at time.Time) bool {
-	d := time.Until(at)
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return waitFor(ctx, at, nil) == waitReached
 }
 
 // admit waits in the queue and then for the prefill; it returns the time
 // the first token is ready.
 func (j *job) admit(ctx context.Context) (time.Time, bool) {
-	if err := j.ticket.wait(ctx); err != nil {
+	// Leaving the queue on cancellation is the caller's deferred release.
+	if !j.pause(ctx, time.Time{}, j.ticket.admitted) {
 		return time.Time{}, false
 	}
 	j.admitted = time.Now()
+	j.queueWait = j.ticket.queued
 	j.entry.update(func(r *RequestRecord) { r.AdmittedUnixNano = j.admitted.UnixNano() })
 	ready := j.admitted.Add(j.s.engine.prefillTime(j.p.promptTokens, j.p.timing))
 	if f, ok := j.p.faults.get(faultSlowFirstToken); ok {
 		ready = ready.Add(f.dur)
 	}
-	return ready, sleepUntil(ctx, ready)
+	return ready, j.pause(ctx, ready, nil)
+}
+
+// pause waits until at (zero: no deadline) or until done is closed (nil:
+// never), writing the SSE keep-alive comments that fall due meanwhile. It
+// returns false when ctx ended or a comment could not be written.
+func (j *job) pause(ctx context.Context, at time.Time, done <-chan struct{}) bool {
+	for {
+		if j.pingEvery <= 0 || (!at.IsZero() && !j.nextPing.Before(at)) {
+			return waitFor(ctx, at, done) != waitCancelled
+		}
+		switch waitFor(ctx, j.nextPing, done) {
+		case waitCancelled:
+			return false
+		case waitDone:
+			return true
+		}
+		if j.emit(event{kind: kindPing}) != nil {
+			return false
+		}
+		// After a slow write, the next comment is an interval after this
+		// one, not a burst of the missed ones.
+		j.nextPing = j.nextPing.Add(j.pingEvery)
+		if now := time.Now(); j.nextPing.Before(now) {
+			j.nextPing = now.Add(j.pingEvery)
+		}
+	}
+}
+
+type waitResult int
+
+const (
+	waitReached waitResult = iota
+	waitDone
+	waitCancelled
+)
+
+// waitFor waits until at (zero: no deadline), done is closed (nil: never)
+// or ctx ends, whichever comes first.
+func waitFor(ctx context.Context, at time.Time, done <-chan struct{}) waitResult {
+	var timer <-chan time.Time
+	if !at.IsZero() {
+		d := time.Until(at)
+		if d <= 0 {
+			if ctx.Err() != nil {
+				return waitCancelled
+			}
+			return waitReached
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-timer:
+		return waitReached
+	case <-done:
+		return waitDone
+	case <-ctx.Done():
+		return waitCancelled
+	}
 }
 
 // segment is a run of tokens of one kind.
@@ -291,7 +410,7 @@ func (j *job) midStream(ctx context.Context, sent int, atEnd bool) (terminal str
 		return f, true
 	}
 	if f, ok := due(faultStall); ok {
-		if !sleepUntil(ctx, time.Now().Add(f.dur)) {
+		if !j.pause(ctx, time.Now().Add(f.dur), nil) {
 			return "", errClientGone
 		}
 		j.stalled = true
@@ -341,8 +460,13 @@ func (j *job) tokenLoop(ctx context.Context, ready time.Time, produce func(seg s
 			for range steps {
 				next = next.Add(j.s.engine.decodeTime(j.p.timing))
 			}
-			if !sleepUntil(ctx, next) {
+			if !j.pause(ctx, next, nil) {
 				return "", errClientGone
+			}
+			// The chunk's last token is ready now, before its write.
+			j.lastReady = time.Now()
+			if j.firstReady.IsZero() {
+				j.firstReady = j.lastReady
 			}
 			final := produced+n == total && si == len(segs)-1
 			if err := produce(seg, n, final); err != nil {
@@ -366,6 +490,13 @@ func (j *job) runStream(ctx context.Context) (outcome, reason string) {
 	h.Set("Cache-Control", "no-cache")
 	j.w.WriteHeader(http.StatusOK)
 	j.entry.update(func(r *RequestRecord) { r.Status = http.StatusOK })
+	if _, ok := j.fe.(keepAliver); ok {
+		j.pingEvery = j.s.cfg.Faults.SSEPingInterval
+		if f, ok := j.p.faults.get(faultSSEPing); ok {
+			j.pingEvery = f.dur
+		}
+		j.nextPing = time.Now().Add(j.pingEvery)
+	}
 	roleMode := j.p.opts.roleChunk
 	if roleMode == RoleChunkImmediate {
 		if j.emit(event{kind: kindRole}) != nil {
@@ -401,8 +532,13 @@ func (j *job) runStream(ctx context.Context) (outcome, reason string) {
 		return outcomeTruncated, ""
 	case outcomeErrorEvent:
 		f, _ := j.p.faults.get(faultErrorEvent)
-		if j.emit(event{kind: kindError, status: f.status}) != nil || j.emit(event{kind: kindDone}) != nil {
+		if j.emit(event{kind: kindError, status: f.status}) != nil {
 			return outcomeClientGone, ""
+		}
+		if t, ok := j.fe.(errorTerminator); !ok || t.doneAfterError() {
+			if j.emit(event{kind: kindDone}) != nil {
+				return outcomeClientGone, ""
+			}
 		}
 		return outcomeErrorEvent, ""
 	}
@@ -418,10 +554,19 @@ func (j *job) runStream(ctx context.Context) (outcome, reason string) {
 			return outcomeClientGone, ""
 		}
 	}
-	if j.emit(event{kind: kindDone}) != nil {
-		return outcomeClientGone, ""
+	if _, noDone := j.p.faults.get(faultNoDone); !noDone && !j.s.cfg.Faults.OmitDone {
+		if j.emit(event{kind: kindDone}) != nil {
+			return outcomeClientGone, ""
+		}
 	}
 	return outcomeCompleted, j.p.finishReason
+}
+
+// errorTerminator is a front end whose server may end a stream right
+// after a mid-stream error event, without its terminator (newer
+// llama.cpp builds); others send [DONE] after it, as vLLM does.
+type errorTerminator interface {
+	doneAfterError() bool
 }
 
 func (j *job) runUnary(ctx context.Context) (outcome, reason string) {

@@ -23,6 +23,10 @@ type RequestRecord struct {
 	Done bool `json:"done"`
 
 	ReceivedUnixNano int64 `json:"received_unix_nano"`
+	// ModelLoadNanos is how long the request waited for the model to be
+	// loaded (faults.model_load_delay, the model_load fault); 0 when it
+	// was resident.
+	ModelLoadNanos   int64 `json:"model_load_ns,omitempty"`
 	AdmittedUnixNano int64 `json:"admitted_unix_nano,omitempty"`
 	// FirstTokenUnixNano is the flush of the first chunk carrying output
 	// (content or reasoning), the server's view of TTFT.
@@ -41,9 +45,24 @@ type RequestRecord struct {
 	Faults          []string `json:"faults"`
 	Error           string   `json:"error,omitempty"`
 
+	// LlamaCppTimings is the timings object sent with the answer when the
+	// OpenAI-compatible routes answer as llama.cpp (openai_server).
+	LlamaCppTimings *LlamaCppTimings `json:"llamacpp_timings,omitempty"`
+
 	Chunks []ChunkRecord `json:"chunks"`
 	// ChunksDropped counts chunks beyond ground_truth.max_chunks_per_request.
 	ChunksDropped int `json:"chunks_dropped,omitempty"`
+}
+
+// LlamaCppTimings are the values of llama.cpp's timings object as sent:
+// prompt_ms runs from admission (llama.cpp: the slot starts processing the
+// prompt) to the first token being ready, predicted_ms from the first to
+// the last token being ready, both before the write that carries them.
+type LlamaCppTimings struct {
+	PromptN     int     `json:"prompt_n"`
+	PromptMS    float64 `json:"prompt_ms"`
+	PredictedN  int     `json:"predicted_n"`
+	PredictedMS float64 `json:"predicted_ms"`
 }
 
 // ChunkRecord is one write flushed to the client.
@@ -51,7 +70,8 @@ type ChunkRecord struct {
 	// UnixNano is taken right after the write and Flush returned.
 	UnixNano int64 `json:"unix_nano"`
 	// Kind is role, reasoning, content, finish, usage, done, malformed,
-	// error (a mid-stream error event) or body (a whole non-streaming body).
+	// error (a mid-stream error event), ping (an SSE comment) or body (a
+	// whole non-streaming body).
 	Kind string `json:"kind"`
 	// Tokens is the number of output tokens the chunk carried.
 	Tokens int `json:"tokens"`
@@ -70,6 +90,7 @@ const (
 	kindMalformed = "malformed"
 	kindError     = "error"
 	kindBody      = "body"
+	kindPing      = "ping"
 )
 
 // Outcomes.

@@ -84,9 +84,14 @@ func (f *ollamaFrontEnd) object(p *plan, text, thinking string) ollamaObject {
 	return o
 }
 
-// done fills the final object. The durations follow Ollama's split:
-// load is the wait for the model runner (here: the engine queue),
-// prompt_eval the prefill, eval the decoding after the first token.
+// done fills the final object. The durations follow Ollama's split
+// (server/routes.go, llm/llama_server.go): load is the time before the
+// request is scheduled (checkpointStart to checkpointLoaded: a model load
+// when there was one, faults.model_load_delay, else the server's own
+// handling); prompt_eval the prefill from admission to the first token,
+// eval the decoding after it (llama-server's prompt_ms and predicted_ms).
+// The wait for a free slot (Ollama's runner semaphore, here the engine
+// queue) is in neither: only in total.
 func (f *ollamaFrontEnd) done(o *ollamaObject, p *plan) {
 	j := f.j
 	now := time.Now()
@@ -94,7 +99,7 @@ func (f *ollamaFrontEnd) done(o *ollamaObject, p *plan) {
 	o.DoneReason = p.finishReason
 	o.TotalDuration = int64(now.Sub(j.received))
 	if !j.admitted.IsZero() {
-		o.LoadDuration = int64(j.admitted.Sub(j.received))
+		o.LoadDuration = max(int64(j.admitted.Sub(j.received)-j.queueWait), 1)
 		if !j.firstToken.IsZero() {
 			o.PromptEvalDuration = int64(j.firstToken.Sub(j.admitted))
 			o.EvalDuration = int64(j.lastToken.Sub(j.firstToken))

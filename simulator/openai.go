@@ -12,7 +12,9 @@ import (
 )
 
 // This file is the OpenAI-compatible front-end, shaped like vLLM's
-// /v1/chat/completions and /v1/completions.
+// /v1/chat/completions and /v1/completions, or (openai_server: llamacpp)
+// like llama.cpp's llama-server: its timings object, usage on the finish
+// chunk, context check and error shapes.
 
 type openAIRequest struct {
 	Model               string            `json:"model"`
@@ -42,6 +44,10 @@ type apiError struct {
 	status int
 	msg    string
 	param  string
+	// llama.cpp's context overflow names its own type and carries the
+	// numbers (n_prompt_tokens, n_ctx) beside the message.
+	llamaType     string
+	nPrompt, nCtx int
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -115,12 +121,15 @@ func messageWords(msgs []chatMessage) (int, string, error) {
 	return n, all.String(), nil
 }
 
-// openAIFrontEnd encodes answers for one of the two endpoints.
+// openAIFrontEnd encodes answers for one of the two endpoints; it is per
+// request because llama.cpp's timings report the job's own clock.
 type openAIFrontEnd struct {
-	chat bool
+	chat     bool
+	llamacpp bool // answer as llama.cpp's llama-server
+	j        *job
 }
 
-func (f openAIFrontEnd) protocol() string {
+func (f *openAIFrontEnd) protocol() string {
 	if f.chat {
 		return "openai_chat"
 	}
@@ -129,8 +138,8 @@ func (f openAIFrontEnd) protocol() string {
 
 // handleOpenAI serves /v1/chat/completions (chat) or /v1/completions.
 func (s *Server) handleOpenAI(chat bool) http.HandlerFunc {
-	fe := openAIFrontEnd{chat: chat}
 	return func(w http.ResponseWriter, r *http.Request) {
+		fe := &openAIFrontEnd{chat: chat, llamacpp: s.cfg.OpenAIServer == OpenAIServerLlamaCpp}
 		id, ok := s.requestID(w, r)
 		if !ok {
 			writeBody(w, http.StatusBadRequest, "application/json",
@@ -148,7 +157,7 @@ func (s *Server) handleOpenAI(chat bool) http.HandlerFunc {
 			Chunks:           []ChunkRecord{},
 		})
 		fail := func(e *apiError) {
-			writeBody(w, e.status, "application/json", fe.errorBodyParam(e.status, e.msg, e.param))
+			writeBody(w, e.status, "application/json", fe.apiErrorBody(e))
 			entry.update(func(rec *RequestRecord) {
 				rec.Status = e.status
 				rec.Error = e.msg
@@ -180,12 +189,13 @@ func (s *Server) handleOpenAI(chat bool) http.HandlerFunc {
 			rec.Faults = p.faults.strings()
 		})
 		j := &job{s: s, w: w, rc: http.NewResponseController(w), fe: fe, entry: entry, p: p, received: received, fired: map[string]bool{}}
+		fe.j = j
 		j.run(r.Context())
 	}
 }
 
 // planOpenAI validates the request like vLLM and decides its answer.
-func (s *Server) planOpenAI(fe openAIFrontEnd, id string, body []byte, h http.Header, seq uint64) (*plan, *apiError) {
+func (s *Server) planOpenAI(fe *openAIFrontEnd, id string, body []byte, h http.Header, seq uint64) (*plan, *apiError) {
 	var req openAIRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&req); err != nil {
@@ -223,7 +233,16 @@ func (s *Server) planOpenAI(fe openAIFrontEnd, id string, body []byte, h http.He
 	// Templates and BOS add tokens; at least one makes the prefill real.
 	prompt = max(prompt, 1)
 	if prompt >= s.cfg.MaxModelLen {
-		return nil, badRequest("This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", s.cfg.MaxModelLen, prompt)
+		if fe.llamacpp {
+			// llama.cpp checks the prompt alone, when a slot takes the
+			// task (tools/server/server-context.cpp; ERROR_TYPE_EXCEED_CONTEXT_SIZE).
+			return nil, &apiError{status: http.StatusBadRequest,
+				msg:       fmt.Sprintf("request (%d tokens) exceeds the available context size (%d tokens), try increasing it", prompt, s.cfg.MaxModelLen),
+				llamaType: "exceed_context_size_error", nPrompt: prompt, nCtx: s.cfg.MaxModelLen}
+		}
+		// vLLM's _validate_input (vllm/entrypoints/openai/engine/serving.py).
+		return nil, &apiError{status: http.StatusBadRequest, param: "input_tokens",
+			msg: fmt.Sprintf("This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", s.cfg.MaxModelLen, prompt)}
 	}
 
 	maxTokens := 0
@@ -241,8 +260,17 @@ func (s *Server) planOpenAI(fe openAIFrontEnd, id string, body []byte, h http.He
 		return nil, badRequest("max_tokens must be at least 1, got %d.", maxTokens)
 	}
 	if prompt+maxTokens > s.cfg.MaxModelLen {
-		return nil, badRequest("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
-			s.cfg.MaxModelLen, prompt+maxTokens, prompt, maxTokens)
+		if !fe.llamacpp {
+			return nil, &apiError{status: http.StatusBadRequest, param: "max_tokens",
+				msg: fmt.Sprintf("'max_tokens' or 'max_completion_tokens' is too large: %d. This model's maximum context length is %d tokens and your request has %d input tokens (%d > %d - %d).",
+					maxTokens, s.cfg.MaxModelLen, prompt, maxTokens, s.cfg.MaxModelLen, prompt)}
+		}
+		// llama.cpp accepts it and stops when the context is full
+		// (STOP_TYPE_LIMIT: finish_reason "length").
+		maxTokens = s.cfg.MaxModelLen - prompt
+		if req.MinTokens > maxTokens {
+			req.MinTokens = maxTokens
+		}
 	}
 	if req.MinTokens < 0 || req.MinTokens > maxTokens {
 		return nil, badRequest("min_tokens must be between 0 and max_tokens=%d, got %d.", maxTokens, req.MinTokens)
@@ -327,12 +355,42 @@ type completionChoice struct {
 }
 
 type openAIChunk struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices any          `json:"choices"`
-	Usage   *openAIUsage `json:"usage,omitempty"`
+	ID      string           `json:"id"`
+	Object  string           `json:"object"`
+	Created int64            `json:"created"`
+	Model   string           `json:"model"`
+	Choices any              `json:"choices"`
+	Usage   *openAIUsage     `json:"usage,omitempty"`
+	Timings *llamaCppTimings `json:"timings,omitempty"`
+}
+
+// llamaCppTimings is llama.cpp's non-standard timings object, in the field
+// order of the fixture (shared/fixtures/llamacpp/chat-stream.sse, a
+// 2025-02 build): server_slot::get_timings in tools/server/server-context.cpp.
+type llamaCppTimings struct {
+	PromptN             int     `json:"prompt_n"`
+	PromptMS            float64 `json:"prompt_ms"`
+	PromptPerTokenMS    float64 `json:"prompt_per_token_ms"`
+	PromptPerSecond     float64 `json:"prompt_per_second"`
+	PredictedN          int     `json:"predicted_n"`
+	PredictedMS         float64 `json:"predicted_ms"`
+	PredictedPerTokenMS float64 `json:"predicted_per_token_ms"`
+	PredictedPerSecond  float64 `json:"predicted_per_second"`
+}
+
+// llamaCppError is llama.cpp's error object (format_error_response):
+// {"code","message","type"}, and n_prompt_tokens, n_ctx for a context
+// overflow.
+type llamaCppError struct {
+	Code          int    `json:"code"`
+	Message       string `json:"message"`
+	Type          string `json:"type"`
+	NPromptTokens int    `json:"n_prompt_tokens,omitempty"`
+	NCtx          int    `json:"n_ctx,omitempty"`
+}
+
+type llamaCppErrorBody struct {
+	Error llamaCppError `json:"error"`
 }
 
 type openAIErrorBody struct {
@@ -346,14 +404,14 @@ type openAIError struct {
 	Code    int     `json:"code"`
 }
 
-func (f openAIFrontEnd) idPrefix() string {
+func (f *openAIFrontEnd) idPrefix() string {
 	if f.chat {
 		return "chatcmpl-"
 	}
 	return "cmpl-"
 }
 
-func (f openAIFrontEnd) streamContentType() string { return "text/event-stream; charset=utf-8" }
+func (f *openAIFrontEnd) streamContentType() string { return "text/event-stream; charset=utf-8" }
 
 func usageOf(p *plan) *openAIUsage {
 	return &openAIUsage{PromptTokens: p.promptTokens, TotalTokens: p.promptTokens + p.outputTokens, CompletionTokens: p.outputTokens}
@@ -371,7 +429,7 @@ func sse(v any) []byte {
 	return append(out, '\n', '\n')
 }
 
-func (f openAIFrontEnd) encodeEvent(ev event, p *plan) []byte {
+func (f *openAIFrontEnd) encodeEvent(ev event, p *plan) []byte {
 	chunk := openAIChunk{ID: f.idPrefix() + p.id, Created: p.created, Model: p.model, Object: "text_completion"}
 	if f.chat {
 		chunk.Object = "chat.completion.chunk"
@@ -384,14 +442,40 @@ func (f openAIFrontEnd) encodeEvent(ev event, p *plan) []byte {
 	switch ev.kind {
 	case kindDone:
 		return []byte("data: [DONE]\n\n")
+	case kindPing:
+		// sse-starlette's ping: a comment with the UTC time as Python
+		// prints a datetime, and its default \r\n separator.
+		return []byte(": ping - " + time.Now().UTC().Format("2006-01-02 15:04:05.000000-07:00") + "\r\n\r\n")
 	case kindError:
-		return sse(f.errorObject(ev.status, "Injected fault: internal server error during generation", ""))
+		msg := ev.msg
+		switch {
+		case msg != "":
+		case f.llamacpp:
+			msg = "Injected fault: error during generation"
+		case ev.status >= 500:
+			// vLLM's GenerationError (finish_reason "error").
+			msg = "Internal server error"
+		default:
+			msg = "Injected fault: invalid request found during generation"
+		}
+		return append(append([]byte("data: "), marshalText(f.errorObject(ev.status, msg, ""))...), '\n', '\n')
 	case kindMalformed:
 		return []byte(`data: {"id":"` + chunk.ID + `","object":"` + chunk.Object + `","choices":[{"index":0,"delta":{"content":"unterminated` + "\n\n")
 	case kindUsage:
+		if f.llamacpp {
+			return nil // on the finish chunk instead
+		}
 		chunk.Choices = []struct{}{}
 		chunk.Usage = usageOf(p)
 		return sse(chunk)
+	}
+	if ev.final && f.llamacpp {
+		// llama.cpp puts usage (when asked for) and its timings on the
+		// chunk that carries finish_reason.
+		if p.includeUsage {
+			chunk.Usage = usageOf(p)
+		}
+		chunk.Timings = f.timings(p)
 	}
 	if !f.chat {
 		switch ev.kind {
@@ -418,8 +502,12 @@ func (f openAIFrontEnd) encodeEvent(ev event, p *plan) []byte {
 	return sse(chunk)
 }
 
-func (f openAIFrontEnd) body(p *plan, text, reasoning string) []byte {
+func (f *openAIFrontEnd) body(p *plan, text, reasoning string) []byte {
 	finish := p.finishReason
+	var timings *llamaCppTimings
+	if f.llamacpp {
+		timings = f.timings(p)
+	}
 	var v any
 	if f.chat {
 		type message struct {
@@ -440,15 +528,16 @@ func (f openAIFrontEnd) body(p *plan, text, reasoning string) []byte {
 			m.ReasoningContent = &reasoning
 		}
 		v = struct {
-			ID             string       `json:"id"`
-			Object         string       `json:"object"`
-			Created        int64        `json:"created"`
-			Model          string       `json:"model"`
-			Choices        []choice     `json:"choices"`
-			Usage          *openAIUsage `json:"usage"`
-			PromptLogprobs *struct{}    `json:"prompt_logprobs"`
+			ID             string           `json:"id"`
+			Object         string           `json:"object"`
+			Created        int64            `json:"created"`
+			Model          string           `json:"model"`
+			Choices        []choice         `json:"choices"`
+			Usage          *openAIUsage     `json:"usage"`
+			PromptLogprobs *struct{}        `json:"prompt_logprobs"`
+			Timings        *llamaCppTimings `json:"timings,omitempty"`
 		}{f.idPrefix() + p.id, "chat.completion", p.created, p.model,
-			[]choice{{Message: m, FinishReason: finish}}, usageOf(p), nil}
+			[]choice{{Message: m, FinishReason: finish}}, usageOf(p), nil, timings}
 	} else {
 		v = struct {
 			ID      string             `json:"id"`
@@ -457,8 +546,9 @@ func (f openAIFrontEnd) body(p *plan, text, reasoning string) []byte {
 			Model   string             `json:"model"`
 			Choices []completionChoice `json:"choices"`
 			Usage   *openAIUsage       `json:"usage"`
+			Timings *llamaCppTimings   `json:"timings,omitempty"`
 		}{f.idPrefix() + p.id, "text_completion", p.created, p.model,
-			[]completionChoice{{Text: text, FinishReason: &finish}}, usageOf(p)}
+			[]completionChoice{{Text: text, FinishReason: &finish}}, usageOf(p), timings}
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -467,7 +557,10 @@ func (f openAIFrontEnd) body(p *plan, text, reasoning string) []byte {
 	return b
 }
 
-func (f openAIFrontEnd) errorObject(status int, msg, param string) openAIErrorBody {
+func (f *openAIFrontEnd) errorObject(status int, msg, param string) any {
+	if f.llamacpp {
+		return llamaCppErrorBody{Error: llamaCppError{Code: status, Message: msg, Type: llamaCppErrorType(status)}}
+	}
 	e := openAIError{Message: msg, Type: errorType(status), Code: status}
 	if param != "" {
 		e.Param = &param
@@ -475,16 +568,89 @@ func (f openAIFrontEnd) errorObject(status int, msg, param string) openAIErrorBo
 	return openAIErrorBody{Error: e}
 }
 
-func (f openAIFrontEnd) errorBody(status int, msg string) []byte {
+// apiErrorBody is the body of a request error.
+func (f *openAIFrontEnd) apiErrorBody(e *apiError) []byte {
+	if f.llamacpp && e.llamaType != "" {
+		return marshalText(llamaCppErrorBody{Error: llamaCppError{Code: e.status, Message: e.msg, Type: e.llamaType,
+			NPromptTokens: e.nPrompt, NCtx: e.nCtx}})
+	}
+	return f.errorBodyParam(e.status, e.msg, e.param)
+}
+
+// keepAlive: the OpenAI-compatible servers built on sse-starlette send
+// SSE comments to keep a stream open (faults.sse_ping_interval).
+func (f *openAIFrontEnd) keepAlive() {}
+
+// doneAfterError: vLLM sends [DONE] after a mid-stream error event
+// (serving_chat.py chat_completion_stream_generator); newer llama.cpp
+// builds end the stream after the error without it.
+func (f *openAIFrontEnd) doneAfterError() bool { return !f.llamacpp }
+
+// llamaCppErrorType names an error class as llama.cpp's error_type does
+// (tools/server/server-common.cpp format_error_response).
+func llamaCppErrorType(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
+	case status == http.StatusNotFound:
+		return "not_found_error"
+	case status == http.StatusNotImplemented:
+		return "not_supported_error"
+	case status == http.StatusServiceUnavailable:
+		return "unavailable_error"
+	case status >= 500:
+		return "server_error"
+	default:
+		return "invalid_request_error"
+	}
+}
+
+// timings is llama.cpp's timings object for the answer so far, from the
+// job's own clock (see LlamaCppTimings); it is recorded in ground truth.
+func (f *openAIFrontEnd) timings(p *plan) *llamaCppTimings {
+	j := f.j
+	if j == nil || j.admitted.IsZero() || j.firstReady.IsZero() {
+		return nil
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	// llama.cpp keeps t_token_generation at least 1µs; so does the
+	// simulator for both, so that the rates stay finite (JSON has no Inf).
+	promptMS := ms(max(j.firstReady.Sub(j.admitted), time.Microsecond))
+	predictedMS := ms(max(j.lastReady.Sub(j.firstReady), time.Microsecond))
+	n := p.outputTokens
+	t := &llamaCppTimings{
+		PromptN: p.promptTokens, PromptMS: promptMS,
+		PromptPerTokenMS: promptMS / float64(p.promptTokens), PromptPerSecond: 1e3 / promptMS * float64(p.promptTokens),
+		PredictedN: n, PredictedMS: predictedMS,
+		PredictedPerTokenMS: predictedMS / float64(n), PredictedPerSecond: 1e3 / predictedMS * float64(n),
+	}
+	j.entry.update(func(r *RequestRecord) {
+		r.LlamaCppTimings = &LlamaCppTimings{PromptN: t.PromptN, PromptMS: t.PromptMS, PredictedN: t.PredictedN, PredictedMS: t.PredictedMS}
+	})
+	return t
+}
+
+func (f *openAIFrontEnd) errorBody(status int, msg string) []byte {
 	return f.errorBodyParam(status, msg, "")
 }
 
-func (f openAIFrontEnd) errorBodyParam(status int, msg, param string) []byte {
-	b, err := json.Marshal(f.errorObject(status, msg, param))
-	if err != nil {
+func (f *openAIFrontEnd) errorBodyParam(status int, msg, param string) []byte {
+	return marshalText(f.errorObject(status, msg, param))
+}
+
+// marshalText is json.Marshal without HTML escaping: Python's json.dumps
+// (vLLM), serde (TGI) and nlohmann::json (llama.cpp) write <, > and &
+// as they are, and error messages quote them.
+func marshalText(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return []byte(`{}`)
 	}
-	return b
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 // errorType names an error class the way vLLM does (BadRequestError,

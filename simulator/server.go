@@ -29,6 +29,7 @@ type Server struct {
 	cfg     Config
 	logger  *slog.Logger
 	engine  *engine
+	model   *modelResidency
 	truth   *truthStore
 	metrics *serverMetrics
 	reg     *prometheus.Registry
@@ -55,6 +56,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		cfg:     cfg,
 		logger:  logger,
 		engine:  newEngine(cfg.Latency, cfg.Scheduler),
+		model:   newModelResidency(cfg.Faults),
 		truth:   newTruthStore(cfg.GroundTruth),
 		reg:     prometheus.NewRegistry(),
 		started: time.Now(),

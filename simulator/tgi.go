@@ -140,7 +140,11 @@ func (f *tgiFrontEnd) encodeEvent(ev event, p *plan) []byte {
 		}
 		return tgiSSE(resp)
 	case kindError:
-		return tgiSSE(tgiErrorBody{Error: "Request failed during generation: injected fault", ErrorType: tgiErrorType(ev.status)})
+		msg := ev.msg
+		if msg == "" {
+			msg = "Request failed during generation: injected fault"
+		}
+		return tgiSSE(tgiErrorBody{Error: msg, ErrorType: tgiErrorType(ev.status)})
 	case kindMalformed:
 		return []byte(`data:{"index":` + strconv.Itoa(f.index+1) + `,"token":{"id":7,"text":"unterminated` + "\n\n")
 	}
@@ -189,9 +193,16 @@ func (f *tgiFrontEnd) body(p *plan, text, _ string) []byte {
 	return b
 }
 
-// overloadStatus is TGI's answer when max_concurrent_requests is reached:
-// 429 with error_type "overloaded".
-func (f *tgiFrontEnd) overloadStatus() int { return http.StatusTooManyRequests }
+// overload is TGI's answer when max_concurrent_requests is reached
+// (router/src/infer/mod.rs: InferError::Overloaded, "Model is overloaded",
+// from the semaphore's try_acquire): 429 with error_type "overloaded" on
+// /generate; on /generate_stream the same error is an event in a 200
+// stream, as every error of infer.generate_stream is there
+// (router/src/server.rs generate_stream_internal, impl From<InferError>
+// for Event).
+func (f *tgiFrontEnd) overload(p *plan) (int, string, bool) {
+	return http.StatusTooManyRequests, "Model is overloaded", p.stream
+}
 
 func (f *tgiFrontEnd) errorBody(status int, msg string) []byte {
 	b, err := json.Marshal(tgiErrorBody{Error: msg, ErrorType: tgiErrorType(status)})

@@ -172,8 +172,9 @@ func TestTGIUnaryHeadersAndInfo(t *testing.T) {
 }
 
 // TestTGIQueueFull checks the overload answer real TGI gives when
-// max_concurrent_requests is reached: 429 with error_type "overloaded",
-// where the OpenAI front end (vLLM) answers 503.
+// max_concurrent_requests is reached: 429 with error_type "overloaded" on
+// /generate, the same error as an event in a 200 stream on
+// /generate_stream, where the OpenAI front end (vLLM) answers 503.
 func TestTGIQueueFull(t *testing.T) {
 	cfg := fastConfig()
 	cfg.Scheduler.MaxRunning = 1
@@ -190,5 +191,9 @@ func TestTGIQueueFull(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), `"error_type":"overloaded"`) {
 		t.Fatalf("%d %s, want 429 overloaded", resp.StatusCode, b)
+	}
+	evs := readTGIStream(t, ts.post(t, "/generate_stream", map[string]any{"inputs": "a", "parameters": map[string]any{"max_new_tokens": 2}}))
+	if len(evs) != 1 || evs[0].ErrorType != "overloaded" || evs[0].Error != "Model is overloaded" {
+		t.Fatalf("/generate_stream events %+v, want one overloaded error", evs)
 	}
 }

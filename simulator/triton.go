@@ -283,6 +283,15 @@ func (f tritonGenerateFrontEnd) body(p *plan, text, _ string) []byte {
 	return b
 }
 
+// tritonQueueFull is what Triton says when a model's scheduler queue is at
+// max_queue_size: UNAVAILABLE, HTTP 503 / gRPC UNAVAILABLE (core
+// src/scheduler_utils.cc, PriorityQueue::PolicyQueue::Enqueue).
+const tritonQueueFull = "Exceeds maximum queue size"
+
+func (tritonGenerateFrontEnd) overload(*plan) (int, string, bool) {
+	return http.StatusServiceUnavailable, tritonQueueFull, false
+}
+
 func (tritonGenerateFrontEnd) errorBody(_ int, msg string) []byte {
 	b, err := json.Marshal(map[string]string{"error": msg})
 	if err != nil {

@@ -451,10 +451,17 @@ func (g *tritonGRPCService) streamRequest(ctx context.Context, req *tritonpb.Mod
 		r.entry.finish(outcomeHTTPError)
 		return status.Error(grpcCode(f.status), msg)
 	}
-	t, err := g.s.engine.enqueue(p.promptTokens)
-	if err != nil {
+	t, err := j.reserve(ctx)
+	if j.releaseModel != nil {
+		defer j.releaseModel()
+	}
+	switch {
+	case errors.Is(err, errQueueFull):
 		r.entry.finish(outcomeRejected)
-		return status.Error(codes.Unavailable, "The server is overloaded: the waiting queue is full.")
+		return status.Error(codes.Unavailable, tritonQueueFull)
+	case err != nil:
+		r.entry.finish(outcomeClientGone)
+		return status.Error(codes.Canceled, "client gone")
 	}
 	j.ticket = t
 	defer t.release()
@@ -547,10 +554,17 @@ func (g *tritonGRPCService) ModelInfer(ctx context.Context, req *tritonpb.ModelI
 		r.entry.finish(outcomeHTTPError)
 		return nil, status.Error(grpcCode(f.status), msg)
 	}
-	t, err := g.s.engine.enqueue(p.promptTokens)
-	if err != nil {
+	t, err := j.reserve(ctx)
+	if j.releaseModel != nil {
+		defer j.releaseModel()
+	}
+	switch {
+	case errors.Is(err, errQueueFull):
 		r.entry.finish(outcomeRejected)
-		return nil, status.Error(codes.Unavailable, "The server is overloaded: the waiting queue is full.")
+		return nil, status.Error(codes.Unavailable, tritonQueueFull)
+	case err != nil:
+		r.entry.finish(outcomeClientGone)
+		return nil, status.Error(codes.Canceled, "client gone")
 	}
 	j.ticket = t
 	defer t.release()
