@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"strconv"
 	"time"
 )
 
@@ -114,12 +116,12 @@ type ollamaLine struct {
 	DoneReason string `json:"done_reason"`
 	// Counts and durations (nanoseconds) come with done:true. Ollama
 	// omits zero values, so absent is not an error.
-	TotalDuration      *int64 `json:"total_duration"`
-	LoadDuration       *int64 `json:"load_duration"`
-	PromptEvalCount    *int   `json:"prompt_eval_count"`
-	PromptEvalDuration *int64 `json:"prompt_eval_duration"`
-	EvalCount          *int   `json:"eval_count"`
-	EvalDuration       *int64 `json:"eval_duration"`
+	TotalDuration      serverNanos `json:"total_duration"`
+	LoadDuration       serverNanos `json:"load_duration"`
+	PromptEvalCount    *int        `json:"prompt_eval_count"`
+	PromptEvalDuration serverNanos `json:"prompt_eval_duration"`
+	EvalCount          *int        `json:"eval_count"`
+	EvalDuration       serverNanos `json:"eval_duration"`
 }
 
 func (l *ollamaLine) decode(b []byte) error {
@@ -148,22 +150,44 @@ func (l *ollamaLine) errorMessage() (string, bool) {
 	return jsonText(raw), true
 }
 
-// maxServerDuration bounds durations taken from the server (a week); a
-// larger or negative value is dropped rather than trusted.
-const maxServerDuration = int64(7 * 24 * time.Hour)
+// serverNanos is a duration in nanoseconds as Ollama reports it. A value
+// that is not a usable number (a string, negative, over maxServerTiming)
+// is kept as unusable rather than failing the whole line: the answer is
+// still good, only that timing is not.
+type serverNanos struct {
+	set, ok bool
+	d       time.Duration
+}
+
+func (n *serverNanos) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	n.set = true
+	f, err := strconv.ParseFloat(string(b), 64)
+	n.ok = err == nil && f >= 0 && f <= float64(maxServerTiming)
+	if n.ok {
+		n.d = time.Duration(math.Round(f))
+	}
+	return nil
+}
 
 // applyDone records what the final object says about the whole request.
 func (l *ollamaLine) applyDone(r *Result) {
 	r.FinishReason = sanitize([]byte(l.DoneReason))
-	for _, t := range []struct {
+	for _, t := range [...]struct {
 		name string
-		ns   *int64
+		v    serverNanos
 	}{
 		{"total", l.TotalDuration}, {"load", l.LoadDuration},
 		{"prompt_eval", l.PromptEvalDuration}, {"eval", l.EvalDuration},
 	} {
-		if t.ns != nil && *t.ns >= 0 && *t.ns <= maxServerDuration {
-			r.ServerTimings = append(r.ServerTimings, ServerTiming{Name: t.name, Duration: time.Duration(*t.ns)})
+		switch {
+		case !t.v.set:
+		case !t.v.ok:
+			r.ServerTimingsInvalid++
+		default:
+			r.ServerTimings = append(r.ServerTimings, ServerTiming{Name: t.name, Duration: t.v.d})
 		}
 	}
 	if l.EvalCount != nil {

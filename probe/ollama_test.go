@@ -207,3 +207,17 @@ func FuzzOllamaStream(f *testing.F) {
 		checkFuzzResult(t, r)
 	})
 }
+
+// TestOllamaBadDurations: a duration that is not a usable number is
+// counted and left out; the answer and the good durations stay.
+func TestOllamaBadDurations(t *testing.T) {
+	done := `{"model":"small","created_at":"2026-01-01T00:00:00Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop",` +
+		`"total_duration":5000000000,"load_duration":"soon","prompt_eval_duration":-5,"eval_count":1,"eval_duration":1e20}` + "\n"
+	ts := startServer(t, ndjsonHandler(olChat(0, "hi"), step{data: done}))
+	d, _ := newDriver(t, ProtocolOllama, ts.URL, nil)
+	r := probeOnce(t, d, &Request{Prompt: "hi", MaxTokens: 1, Stream: true}, 5*time.Second)
+	wantOutcome(t, r, OutcomeSuccess, "")
+	if len(r.ServerTimings) != 1 || r.ServerTimings[0] != (ServerTiming{"total", 5 * time.Second}) || r.ServerTimingsInvalid != 3 {
+		t.Errorf("timings %v, %d invalid; want total alone and 3 invalid", r.ServerTimings, r.ServerTimingsInvalid)
+	}
+}

@@ -273,9 +273,16 @@ func (d *tgiDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
 		{"X-Total-Time", "total"}, {"X-Validation-Time", "validation"}, {"X-Queue-Time", "queue"},
 		{"X-Inference-Time", "inference"}, {"X-Time-Per-Token", "time_per_token"},
 	} {
-		if v, ok := headerInt(h, m.header); ok {
-			r.ServerTimings = append(r.ServerTimings, ServerTiming{Name: m.name, Duration: time.Duration(v) * time.Millisecond})
+		v := strings.TrimSpace(h.Get(m.header))
+		if v == "" {
+			continue
 		}
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms < 0 || ms > int64(maxServerTiming/time.Millisecond) {
+			r.ServerTimingsInvalid++
+			continue
+		}
+		r.ServerTimings = append(r.ServerTimings, ServerTiming{Name: m.name, Duration: time.Duration(ms) * time.Millisecond})
 	}
 	switch dt := e.Details; {
 	case dt != nil && dt.GeneratedTokens != nil:

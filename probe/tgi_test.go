@@ -216,8 +216,8 @@ func TestTGIUnaryHeaderCountsAndBadAnswers(t *testing.T) {
 			d, _ := newDriver(t, ProtocolTGI, ts.URL, nil)
 			r := probeOnce(t, d, &Request{Prompt: "x", Stream: c.stream}, 5*time.Second)
 			wantOutcome(t, r, c.want, "")
-			if c.want == OutcomeSuccess && (r.OutputTokens != 4 || r.OutputTokensSource != TokenSourceServer || len(r.ServerTimings) != 0) {
-				t.Errorf("tokens %d %s timings %v", r.OutputTokens, r.OutputTokensSource, r.ServerTimings)
+			if c.want == OutcomeSuccess && (r.OutputTokens != 4 || r.OutputTokensSource != TokenSourceServer || len(r.ServerTimings) != 0 || r.ServerTimingsInvalid != 1) {
+				t.Errorf("tokens %d %s timings %v (%d invalid, want the absurd total counted)", r.OutputTokens, r.OutputTokensSource, r.ServerTimings, r.ServerTimingsInvalid)
 			}
 		})
 	}

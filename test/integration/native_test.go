@@ -93,7 +93,8 @@ func TestNativeAccuracyAgainstGroundTruth(t *testing.T) {
 }
 
 // checkOllamaTimings compares the durations Ollama's done object reported
-// with the simulator's clock: load is the queue wait, prompt_eval the
+// with the simulator's clock: load is the model load (the slot wait is in
+// total only, as in Ollama), prompt_eval the
 // prefill up to the first token, and their sum is the server-side TTFT.
 func checkOllamaTimings(t *testing.T, res *probe.Result, rec simulator.RequestRecord) {
 	t.Helper()
