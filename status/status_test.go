@@ -15,6 +15,7 @@ import (
 	"github.com/llm-prober/llm-prober/config"
 	"github.com/llm-prober/llm-prober/engine"
 	"github.com/llm-prober/llm-prober/probe"
+	"github.com/prometheus/common/model"
 )
 
 type fakeServers struct {
@@ -166,6 +167,39 @@ func TestProbePage(t *testing.T) {
 	}
 	if strings.Contains(body, "<script>") {
 		t.Error("unescaped server text on the probe page")
+	}
+}
+
+func TestIndexDrawsCharts(t *testing.T) {
+	cfg, h := fixture(t, 1, 2, 20)
+	off := false
+	cfg.Targets[0].Probes[1].Stream = &off
+	cfg.Targets[0].Probes[0].SLO = &config.SLO{TTFT: model.Duration(250 * time.Millisecond)}
+	cfg.Targets[0].Probes = append(cfg.Targets[0].Probes, &config.Probe{Name: "fresh"})
+	h.Add(engine.Info{Target: "target-0", Probe: "fresh", Protocol: "openai_chat", Endpoint: "http://10.0.0.0:8000"})
+	_, hdr, body := serve(t, newHandler(t, cfg, h, nil, nil), "/")
+	rows := strings.Split(body, `<tr class="probe`)[1:]
+	if len(rows) != 3 {
+		t.Fatalf("%d probe rows", len(rows))
+	}
+	// A streaming probe: TTFT with its SLO, and TPOT; one that does not
+	// stream: end-to-end; one without results: none.
+	for i, want := range [][]string{
+		{`<text x="6" y="18">TTFT</text>`, `<text x="6" y="18">TPOT</text>`, `<path class="slo"`, `<path class="fails"`, `<title>TTFT of the last 20 results (over 19s): 18 successful`},
+		{`<text x="6" y="18">end-to-end</text>`},
+		{`no results yet`},
+	} {
+		for _, w := range want {
+			if !strings.Contains(rows[i], w) {
+				t.Errorf("probe row %d lacks %s", i, w)
+			}
+		}
+	}
+	if n := []int{strings.Count(rows[0], `<svg class="spark"`), strings.Count(rows[1], `<svg class="spark"`), strings.Count(rows[2], `<svg class="spark"`)}; n[0] != 2 || n[1] != 1 || n[2] != 0 {
+		t.Errorf("charts per probe %v, want 2, 1, 0", n)
+	}
+	if strings.Contains(body, "<script") || !strings.HasPrefix(hdr.Get("Content-Security-Policy"), "default-src 'none'; style-src 'unsafe-inline';") {
+		t.Error("the charts came with a script, or the CSP changed")
 	}
 }
 
