@@ -203,6 +203,52 @@ func TestIndexDrawsCharts(t *testing.T) {
 	}
 }
 
+func TestProbePageWaterfall(t *testing.T) {
+	cfg, h := fixture(t, 1, 1, 20)
+	hd := newHandler(t, cfg, h, nil, nil)
+	id := func(i int) string { return fmt.Sprintf("%032x", i) }
+	// By default the newest (i = 19, a failure).
+	_, _, body := serve(t, hd, "/probes/target-0/probe-0")
+	if !strings.Contains(body, `<h3 id="waterfall">Result of <span title="2026-01-02 03:04:04.000Z">03:04:04.000</span>: <span class="fail">http_5xx</span>, request id <span class="mono">`+id(19)+`</span></h3>`) {
+		t.Errorf("the newest result's waterfall is not shown:\n%s", body)
+	}
+	if strings.Count(body, `<svg class="waterfall"`) != 1 || strings.Count(body, " selected\"") != 1 ||
+		!strings.Contains(body, `<tr class="result failrow selected">`) {
+		t.Error("want one waterfall and the newest row selected")
+	}
+	// Every row links to its waterfall.
+	for i := range 20 {
+		if !strings.Contains(body, `<a href="?result=`+id(i)+`#waterfall"`) {
+			t.Errorf("no link to result %d's waterfall", i)
+		}
+	}
+	// ?result= picks one.
+	_, _, body = serve(t, hd, "/probes/target-0/probe-0?result="+id(5))
+	if !strings.Contains(body, `request id <span class="mono">`+id(5)+`</span></h3>`) ||
+		!strings.Contains(body, `<tr class="result selected">`+"\n"+`<td class="n" title="2026-01-02 03:03:50.000Z"><a href="?result=`+id(5)+`#waterfall" aria-current="true">`) {
+		t.Errorf("result 5 not chosen:\n%s", body)
+	}
+	if strings.Contains(body, "no longer kept") {
+		t.Error("a kept result said gone")
+	}
+	// One no longer kept (or never): the newest, saying so, not echoing
+	// what was asked.
+	for _, q := range []string{"nope", "%3Cscript%3Ealert(1)%3C%2Fscript%3E"} {
+		_, _, body = serve(t, hd, "/probes/target-0/probe-0?result="+q)
+		if !strings.Contains(body, "The result asked for is no longer kept; this is the newest.") ||
+			!strings.Contains(body, `request id <span class="mono">`+id(19)+`</span></h3>`) || strings.Contains(body, "<script>") || strings.Contains(body, "nope") {
+			t.Errorf("?result=%s:\n%s", q, body)
+		}
+	}
+	// Without results, no waterfall.
+	h2 := NewHistory(5)
+	h2.Add(engine.Info{Target: "target-0", Probe: "probe-0"})
+	_, _, body = serve(t, newHandler(t, cfg, h2, nil, nil), "/probes/target-0/probe-0")
+	if strings.Contains(body, "<svg") || !strings.Contains(body, "No results yet.") {
+		t.Errorf("no results:\n%s", body)
+	}
+}
+
 func TestNotFoundAndDisabledHistory(t *testing.T) {
 	cfg, _ := fixture(t, 1, 1, 0)
 	hd := newHandler(t, cfg, nil, nil, nil)

@@ -280,6 +280,11 @@ type probeView struct {
 	Known                                    bool
 	Summary                                  probeRow
 	Results                                  []resultRow
+	// Waterfall is the phases of the chosen result (?result=<request
+	// id>), the newest by default; nil without results. Gone is true when
+	// the result asked for is no longer kept (the newest is shown).
+	Waterfall *waterfallView
+	Gone      bool
 }
 
 type resultRow struct {
@@ -294,15 +299,18 @@ type resultRow struct {
 	Log                                          []logRow
 	// Open shows the newest failure's debug log unfolded.
 	Open bool
+	// Selected marks the result the waterfall shows.
+	Selected bool
 }
 
 type logRow struct {
 	Time, Msg string
 }
 
-// probeView builds a probe's page; false when the running configuration
-// has no such probe.
-func (h *Handler) probeView(cfg *config.Config, target, probeName string) (probeView, bool) {
+// probeView builds a probe's page, the waterfall showing the result with
+// request id chosen (the newest when ""); false when the running
+// configuration has no such probe.
+func (h *Handler) probeView(cfg *config.Config, target, probeName, chosen string) (probeView, bool) {
 	if cfg == nil {
 		return probeView{}, false
 	}
@@ -343,6 +351,20 @@ func (h *Handler) probeView(cfg *config.Config, target, probeName string) (probe
 			row.Open, opened = true, true
 		}
 		v.Results = append(v.Results, row)
+	}
+	if len(recs) > 0 {
+		sel := 0
+		if chosen != "" {
+			sel, v.Gone = 0, true
+			for i := range recs {
+				if recs[i].RequestID == chosen {
+					sel, v.Gone = i, false
+					break
+				}
+			}
+		}
+		v.Results[sel].Selected = true
+		v.Waterfall = waterfall(&recs[sel], now)
 	}
 	return v, true
 }
