@@ -417,3 +417,60 @@ func sourceName(s probe.TokenSource) string {
 func msStr(d time.Duration) string {
 	return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond))
 }
+
+// PlotPoint is one kept result reduced to what the status page's charts
+// draw: when it started, whether it succeeded, and its latencies.
+type PlotPoint struct {
+	// At is the result's Start in Unix nanoseconds.
+	At       int64
+	TTFT     time.Duration
+	TPOT     time.Duration
+	EndToEnd time.Duration
+	OK       bool
+	// HasTTFT is true for a streamed answer that received a first token;
+	// HasTPOT when TPOT is defined (at least 2 output tokens).
+	HasTTFT, HasTPOT bool
+}
+
+// Points appends a probe's kept results to dst, oldest first by start
+// time, and returns it (dst unchanged for an unknown probe). It copies
+// only the numbers the charts need, not whole records, so the charts of
+// every probe on "/" cost no more than reading the rings.
+func (h *History) Points(target, probeName string, dst []PlotPoint) []PlotPoint {
+	if h == nil {
+		return dst
+	}
+	ph := h.lookup(target, probeName)
+	if ph == nil {
+		return dst
+	}
+	base := len(dst)
+	ph.mu.Lock()
+	n := len(ph.ring)
+	// Oldest first: from next around the ring (next is 0 until it is full).
+	for i := range n {
+		r := &ph.ring[(ph.next+i)%n]
+		dst = append(dst, PlotPoint{
+			At: r.Start.UnixNano(), TTFT: r.TTFT, TPOT: r.TPOT, EndToEnd: r.EndToEnd,
+			OK: r.OK(), HasTTFT: r.Streamed && r.TTFT > 0, HasTPOT: r.HasTPOT,
+		})
+	}
+	ph.mu.Unlock()
+	// Results are kept in the order they ended; a long request that
+	// started first may end last. The ring is nearly sorted already.
+	pts := dst[base:]
+	if !slices.IsSortedFunc(pts, comparePlotPoints) {
+		slices.SortStableFunc(pts, comparePlotPoints)
+	}
+	return dst
+}
+
+func comparePlotPoints(a, b PlotPoint) int {
+	switch {
+	case a.At < b.At:
+		return -1
+	case a.At > b.At:
+		return 1
+	}
+	return 0
+}

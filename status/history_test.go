@@ -255,3 +255,36 @@ func TestHistoryConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestHistoryPointsOldestFirstByStart(t *testing.T) {
+	h := NewHistory(4)
+	h.Add(testProbeInfo)
+	t0 := time.Unix(1000, 0)
+	// Recorded in the order they ended: the third started first.
+	for i, start := range []int{1, 2, 0, 3, 4, 5} {
+		r := streamedResult(t0.Add(time.Duration(start)*time.Second), time.Duration(i+1)*time.Millisecond, time.Millisecond)
+		if i == 4 {
+			r.Outcome, r.Err = probe.OutcomeTimeout, errors.New("timeout")
+		}
+		h.Record("t", "p", nil, r)
+	}
+	pts := h.Points("t", "p", nil)
+	// The ring keeps the last 4 recorded (starts 0, 3, 4, 5), sorted.
+	var starts []int64
+	for _, p := range pts {
+		starts = append(starts, p.At/int64(time.Second)-1000)
+	}
+	if fmt.Sprint(starts) != "[0 3 4 5]" {
+		t.Errorf("starts %v, want [0 3 4 5]", starts)
+	}
+	if !pts[0].OK || !pts[0].HasTTFT || pts[0].TTFT != 3*time.Millisecond || !pts[0].HasTPOT || pts[2].OK {
+		t.Errorf("points %+v", pts)
+	}
+	// Appends to dst; unknown probes and a nil history add nothing.
+	if got := h.Points("t", "p", pts[:1]); len(got) != 5 {
+		t.Errorf("appended %d, want 1 + 4", len(got))
+	}
+	if len(h.Points("t", "nope", nil)) != 0 || len((*History)(nil).Points("t", "p", nil)) != 0 {
+		t.Error("points of an unknown probe")
+	}
+}

@@ -106,7 +106,7 @@ func New(opts Options) (*Handler, error) {
 	}
 	h := &Handler{opts: opts, bufs: sync.Pool{New: func() any { return new(bytes.Buffer) }}}
 	parse := func(page string) (*template.Template, error) {
-		return template.New(page).ParseFS(templateFS, "templates/layout.html", "templates/"+page)
+		return template.New(page).ParseFS(templateFS, "templates/layout.html", "templates/charts.html", "templates/"+page)
 	}
 	var err error
 	if h.index, err = parse("index.html"); err != nil {
@@ -141,7 +141,7 @@ func (h *Handler) ServeIndex(w http.ResponseWriter, _ *http.Request) {
 
 // ServeProbe serves "/probes/{target}/{probe}".
 func (h *Handler) ServeProbe(w http.ResponseWriter, r *http.Request) {
-	v, ok := h.probeView(h.opts.Config(), r.PathValue("target"), r.PathValue("probe"))
+	v, ok := h.probeView(h.opts.Config(), r.PathValue("target"), r.PathValue("probe"), r.URL.Query().Get("result"))
 	if !ok {
 		h.notFound(w, "No probe "+r.PathValue("probe")+" on target "+r.PathValue("target")+" in the running configuration.")
 		return

@@ -15,6 +15,7 @@ import (
 	"github.com/llm-prober/llm-prober/config"
 	"github.com/llm-prober/llm-prober/engine"
 	"github.com/llm-prober/llm-prober/probe"
+	"github.com/prometheus/common/model"
 )
 
 type fakeServers struct {
@@ -166,6 +167,85 @@ func TestProbePage(t *testing.T) {
 	}
 	if strings.Contains(body, "<script>") {
 		t.Error("unescaped server text on the probe page")
+	}
+}
+
+func TestIndexDrawsCharts(t *testing.T) {
+	cfg, h := fixture(t, 1, 2, 20)
+	off := false
+	cfg.Targets[0].Probes[1].Stream = &off
+	cfg.Targets[0].Probes[0].SLO = &config.SLO{TTFT: model.Duration(250 * time.Millisecond)}
+	cfg.Targets[0].Probes = append(cfg.Targets[0].Probes, &config.Probe{Name: "fresh"})
+	h.Add(engine.Info{Target: "target-0", Probe: "fresh", Protocol: "openai_chat", Endpoint: "http://10.0.0.0:8000"})
+	_, hdr, body := serve(t, newHandler(t, cfg, h, nil, nil), "/")
+	rows := strings.Split(body, `<tr class="probe`)[1:]
+	if len(rows) != 3 {
+		t.Fatalf("%d probe rows", len(rows))
+	}
+	// A streaming probe: TTFT with its SLO, and TPOT; one that does not
+	// stream: end-to-end; one without results: none.
+	for i, want := range [][]string{
+		{`<text x="6" y="18">TTFT</text>`, `<text x="6" y="18">TPOT</text>`, `<path class="slo"`, `<path class="fails"`, `<title>TTFT of the last 20 results (over 19s): 18 successful`},
+		{`<text x="6" y="18">end-to-end</text>`},
+		{`no results yet`},
+	} {
+		for _, w := range want {
+			if !strings.Contains(rows[i], w) {
+				t.Errorf("probe row %d lacks %s", i, w)
+			}
+		}
+	}
+	if n := []int{strings.Count(rows[0], `<svg class="spark"`), strings.Count(rows[1], `<svg class="spark"`), strings.Count(rows[2], `<svg class="spark"`)}; n[0] != 2 || n[1] != 1 || n[2] != 0 {
+		t.Errorf("charts per probe %v, want 2, 1, 0", n)
+	}
+	if strings.Contains(body, "<script") || !strings.HasPrefix(hdr.Get("Content-Security-Policy"), "default-src 'none'; style-src 'unsafe-inline';") {
+		t.Error("the charts came with a script, or the CSP changed")
+	}
+}
+
+func TestProbePageWaterfall(t *testing.T) {
+	cfg, h := fixture(t, 1, 1, 20)
+	hd := newHandler(t, cfg, h, nil, nil)
+	id := func(i int) string { return fmt.Sprintf("%032x", i) }
+	// By default the newest (i = 19, a failure).
+	_, _, body := serve(t, hd, "/probes/target-0/probe-0")
+	if !strings.Contains(body, `<h3 id="waterfall">Result of <span title="2026-01-02 03:04:04.000Z">03:04:04.000</span>: <span class="fail">http_5xx</span>, request id <span class="mono">`+id(19)+`</span></h3>`) {
+		t.Errorf("the newest result's waterfall is not shown:\n%s", body)
+	}
+	if strings.Count(body, `<svg class="waterfall"`) != 1 || strings.Count(body, " selected\"") != 1 ||
+		!strings.Contains(body, `<tr class="result failrow selected">`) {
+		t.Error("want one waterfall and the newest row selected")
+	}
+	// Every row links to its waterfall.
+	for i := range 20 {
+		if !strings.Contains(body, `<a href="?result=`+id(i)+`#waterfall"`) {
+			t.Errorf("no link to result %d's waterfall", i)
+		}
+	}
+	// ?result= picks one.
+	_, _, body = serve(t, hd, "/probes/target-0/probe-0?result="+id(5))
+	if !strings.Contains(body, `request id <span class="mono">`+id(5)+`</span></h3>`) ||
+		!strings.Contains(body, `<tr class="result selected">`+"\n"+`<td class="n" title="2026-01-02 03:03:50.000Z"><a href="?result=`+id(5)+`#waterfall" aria-current="true">`) {
+		t.Errorf("result 5 not chosen:\n%s", body)
+	}
+	if strings.Contains(body, "no longer kept") {
+		t.Error("a kept result said gone")
+	}
+	// One no longer kept (or never): the newest, saying so, not echoing
+	// what was asked.
+	for _, q := range []string{"nope", "%3Cscript%3Ealert(1)%3C%2Fscript%3E"} {
+		_, _, body = serve(t, hd, "/probes/target-0/probe-0?result="+q)
+		if !strings.Contains(body, "The result asked for is no longer kept; this is the newest.") ||
+			!strings.Contains(body, `request id <span class="mono">`+id(19)+`</span></h3>`) || strings.Contains(body, "<script>") || strings.Contains(body, "nope") {
+			t.Errorf("?result=%s:\n%s", q, body)
+		}
+	}
+	// Without results, no waterfall.
+	h2 := NewHistory(5)
+	h2.Add(engine.Info{Target: "target-0", Probe: "probe-0"})
+	_, _, body = serve(t, newHandler(t, cfg, h2, nil, nil), "/probes/target-0/probe-0")
+	if strings.Contains(body, "<svg") || !strings.Contains(body, "No results yet.") {
+		t.Errorf("no results:\n%s", body)
 	}
 }
 

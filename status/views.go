@@ -82,6 +82,9 @@ type probeRow struct {
 	Success, Count        string
 	TTFTP50, TTFTP95      string
 	Err                   string
+	// Charts are the sparklines of the kept results: TTFT and TPOT, or
+	// end-to-end for a probe whose answers are not streamed.
+	Charts []sparkView
 }
 
 type gpuView struct {
@@ -107,6 +110,7 @@ func (h *Handler) indexView(cfg *config.Config, st state) indexView {
 		servers[st.servers[i].Target] = &st.servers[i]
 	}
 	v.Targets = make([]targetView, 0, len(cfg.Targets))
+	var sc chartScratch
 	for _, t := range cfg.Targets {
 		tv := targetView{Name: t.Name, Protocol: t.Protocol, Endpoint: display.Endpoint(t.Endpoint()), Model: t.Model}
 		if t.ServerMetrics != nil {
@@ -114,7 +118,7 @@ func (h *Handler) indexView(cfg *config.Config, st state) indexView {
 		}
 		tv.Probes = make([]probeRow, 0, len(t.Probes))
 		for _, pc := range t.Probes {
-			tv.Probes = append(tv.Probes, h.probeRow(t, pc, now))
+			tv.Probes = append(tv.Probes, h.probeRow(t, pc, now, &sc))
 		}
 		v.Targets = append(v.Targets, tv)
 	}
@@ -124,7 +128,7 @@ func (h *Handler) indexView(cfg *config.Config, st state) indexView {
 	return v
 }
 
-func (h *Handler) probeRow(t *config.Target, pc *config.Probe, now time.Time) probeRow {
+func (h *Handler) probeRow(t *config.Target, pc *config.Probe, now time.Time, sc *chartScratch) probeRow {
 	row := probeRow{Name: pc.Name, Link: h.opts.Root + ProbePath(t.Name, pc.Name), Schedule: scheduleOf(pc)}
 	s, ok := h.opts.History.Summary(t.Name, pc.Name)
 	if !ok {
@@ -147,7 +151,23 @@ func (h *Handler) probeRow(t *config.Target, pc *config.Probe, now time.Time) pr
 	if !row.OK {
 		row.Err = truncate(s.Last.Err, maxIndexErrorChars)
 	}
+	row.Charts = charts(pc, h.opts.History.Points(t.Name, pc.Name, sc.pts[:0]), sc)
 	return row
+}
+
+// charts draws a probe's sparklines: TTFT and TPOT against the probe's
+// SLO thresholds, or end-to-end when the probe's answers are not
+// streamed (they have neither).
+func charts(pc *config.Probe, pts []PlotPoint, sc *chartScratch) []sparkView {
+	sc.pts = pts
+	if !pc.Streaming() {
+		return []sparkView{sparkline(metricEndToEnd, pts, 0, sc)}
+	}
+	var ttft, tpot time.Duration
+	if pc.SLO != nil {
+		ttft, tpot = time.Duration(pc.SLO.TTFT), time.Duration(pc.SLO.TPOT)
+	}
+	return []sparkView{sparkline(metricTTFT, pts, ttft, sc), sparkline(metricTPOT, pts, tpot, sc)}
 }
 
 // scheduleOf describes a probe's schedule in a few words.
@@ -260,6 +280,11 @@ type probeView struct {
 	Known                                    bool
 	Summary                                  probeRow
 	Results                                  []resultRow
+	// Waterfall is the phases of the chosen result (?result=<request
+	// id>), the newest by default; nil without results. Gone is true when
+	// the result asked for is no longer kept (the newest is shown).
+	Waterfall *waterfallView
+	Gone      bool
 }
 
 type resultRow struct {
@@ -274,15 +299,18 @@ type resultRow struct {
 	Log                                          []logRow
 	// Open shows the newest failure's debug log unfolded.
 	Open bool
+	// Selected marks the result the waterfall shows.
+	Selected bool
 }
 
 type logRow struct {
 	Time, Msg string
 }
 
-// probeView builds a probe's page; false when the running configuration
-// has no such probe.
-func (h *Handler) probeView(cfg *config.Config, target, probeName string) (probeView, bool) {
+// probeView builds a probe's page, the waterfall showing the result with
+// request id chosen (the newest when ""); false when the running
+// configuration has no such probe.
+func (h *Handler) probeView(cfg *config.Config, target, probeName, chosen string) (probeView, bool) {
 	if cfg == nil {
 		return probeView{}, false
 	}
@@ -311,7 +339,7 @@ func (h *Handler) probeView(cfg *config.Config, target, probeName string) (probe
 		Model:    t.Model,
 		Schedule: scheduleOf(pc),
 		HistoryN: h.opts.History.PerProbe(),
-		Summary:  h.probeRow(t, pc, now),
+		Summary:  h.probeRow(t, pc, now, new(chartScratch)),
 	}
 	recs, ok := h.opts.History.Recent(target, probeName)
 	v.Known = ok
@@ -323,6 +351,20 @@ func (h *Handler) probeView(cfg *config.Config, target, probeName string) (probe
 			row.Open, opened = true, true
 		}
 		v.Results = append(v.Results, row)
+	}
+	if len(recs) > 0 {
+		sel := 0
+		if chosen != "" {
+			sel, v.Gone = 0, true
+			for i := range recs {
+				if recs[i].RequestID == chosen {
+					sel, v.Gone = i, false
+					break
+				}
+			}
+		}
+		v.Results[sel].Selected = true
+		v.Waterfall = waterfall(&recs[sel], now)
 	}
 	return v, true
 }

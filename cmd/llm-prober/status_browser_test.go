@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -139,9 +141,10 @@ gpus: %[2]s
 
 // TestStatusPageInBrowser loads the status pages of a running daemon in
 // headless Chromium, with and without JavaScript, and checks the DOM the
-// browser built: every target and probe with its last outcome, the failing
-// targets' errors, the server and GPU summaries, and a probe page with a
-// failure's debug log.
+// browser built: every target and probe with its last outcome and its
+// TTFT and TPOT charts, the failing targets' errors, the server and GPU
+// summaries, a probe page with a failure's debug log and waterfall, and
+// another result's waterfall chosen from the table.
 func TestStatusPageInBrowser(t *testing.T) {
 	bin := chromiumPath(t)
 	sim := startSimulator(t)
@@ -194,6 +197,18 @@ func TestStatusPageInBrowser(t *testing.T) {
 				`<a href="/metrics">Metrics</a>`, `<a href="/config">Configuration</a>`, `<a href="/-/healthy">Health</a>`,
 				`<a href="/-/ready">Readiness</a>`, `<a href="/-/reload">Reload info</a>`, `Version: <span class="mono">\(version=`,
 			)
+			// The charts, in the DOM the browser built: TTFT and TPOT per
+			// probe, the SLO of the probe that has one as a line, the
+			// failures as ticks, what each shows in its title.
+			if n := strings.Count(dom, `<svg class="spark" width="150" height="44" viewBox="0 0 300 88" role="img">`); n != 6 {
+				t.Errorf("%d sparklines, want 2 for each of 3 probes", n)
+			}
+			mustMatch(t, probeRowOf(t, dom, "steady"),
+				`<svg class="spark"[^>]*><title>TTFT of the last \d+ results \(over [^)]+\): \d+ successful, min [0-9.]+ ms, max [0-9.]+ m?s; SLO 250\.0 ms \(dashed line\);`,
+				`<svg class="spark"[^>]*><title>TPOT of the last \d+ results[^<]*SLO 20\.00 ms \(dashed line\)`,
+				`<path class="slo" d="M0 \d+H300">`, `<path class="line" d="M\d+ \d+[l0-9 -]*">`)
+			mustMatch(t, probeRowOf(t, dom, "midstream"), `<title>TTFT of the last \d+ results[^<]*; [1-9]\d* failures? \(red ticks\)`, `<path class="fails" d="(M\d+ 76V88)+">`)
+			mustMatch(t, probeRowOf(t, dom, "refused"), `<title>TTFT of the last \d+ results \(over [^)]+\): no successful streamed result with a first token; \d+ failures \(red ticks\)\.</title>`)
 			if withGPU {
 				mustMatch(t, dom, `<td>NVIDIA H100 80GB HBM3<br>`, `<th>memory used / total</th>`, `[0-9.]+ / [0-9.]+ GiB`, `\d+ °C`, `\d+ / \d+ W`)
 			} else {
@@ -202,6 +217,13 @@ func TestStatusPageInBrowser(t *testing.T) {
 			assertNoSecrets(t, "/ in Chromium", dom)
 			if script {
 				screenshot(t, bin, td.url+"/", shots, "status.png")
+			} else {
+				// Drawn, at their size, with scripts off.
+				for _, b := range noScript.boxes(td.url+"/", "svg.spark") {
+					if b != [2]float64{150, 44} {
+						t.Errorf("a sparkline laid out at %v, want 150×44", b)
+					}
+				}
 			}
 		})
 		t.Run(fmt.Sprintf("probe/javascript=%v", script), func(t *testing.T) {
@@ -219,6 +241,15 @@ func TestStatusPageInBrowser(t *testing.T) {
 				`Probe failed after [0-9.]+ ms: outcome=http_5xx err=`,
 				// Phases and token columns.
 				`<th>first byte</th>`, `<th colspan="2">ITL \(ms\)</th>`,
+				// The newest result's waterfall, its row selected, each
+				// row linking to its own.
+				`<h3 id="waterfall">Result of <span title="[^"]+">[0-9:.]+</span>: <span class="fail">http_5xx</span>, request id <span class="mono">[0-9a-f]{32}</span></h3>`,
+				`<svg class="waterfall" width="760" height="\d+" viewBox="0 0 760 \d+" role="img"><title>Phases of request [0-9a-f]{32} \(http_5xx\), from its start: dns [^;]+; connect [^;]+; tls [^;]+; write [0-9.]+ ms; first byte [0-9.]+ ms; TTFT [0-9.]+ ms; end-to-end [0-9.]+ ms\.</title>`,
+				`<rect class="fail" x="112" y="\d+" width="\d+" height="14">`,
+				`<tr class="result failrow selected">\s*<td class="n" title="[^"]+"><a href="\?result=[0-9a-f]{32}#waterfall" aria-current="true">`,
+				`<a href="\?result=[0-9a-f]{32}#waterfall">`,
+				// Its sparklines in the summary.
+				`<p class="charts"><svg class="spark"`,
 			)
 			assertNoSecrets(t, "probe page in Chromium", dom)
 			if script {
@@ -226,12 +257,58 @@ func TestStatusPageInBrowser(t *testing.T) {
 			}
 		})
 	}
+	// A successful result's waterfall, chosen by the link in its row (the
+	// second row: not the default).
+	var chosen string
+	t.Run("waterfall", func(t *testing.T) {
+		dom := dumpDOM(t, bin, td.url+"/probes/sim/steady", noScript)
+		links := regexp.MustCompile(`<a href="\?result=([0-9a-f]{32})#waterfall">`).FindAllStringSubmatch(dom, -1)
+		if len(links) == 0 {
+			t.Fatalf("no result links:\n%s", dom)
+		}
+		chosen = links[0][1]
+		url := td.url + "/probes/sim/steady?result=" + chosen
+		for _, browser := range []*devtools{nil, noScript} {
+			dom = dumpDOM(t, bin, url, browser)
+			mustMatch(t, dom,
+				`request id <span class="mono">`+chosen+`</span></h3>`,
+				`<a href="\?result=`+chosen+`#waterfall" aria-current="true">`,
+				`<title>Phases of request `+chosen+` \(success\), from its start: `,
+				// TTFT from the start, the stream after it, the first
+				// token marked, values in ms.
+				`<rect class="ttft" x="112" y="\d+" width="\d+" height="14">`,
+				`<rect class="stream" x="\d+" y="\d+" width="\d+" height="14">`,
+				`<path class="mark" d="M\d+ 8V\d+">`,
+				`<text class="value" x="\d+" y="\d+">[0-9.]+ ms</text>`,
+			)
+			if strings.Contains(dom, "no longer kept") {
+				t.Error("a kept result said gone")
+			}
+		}
+		// Drawn with scripts off: at most 760 wide (narrower windows shrink
+		// it), in its own proportions.
+		h, _ := strconv.ParseFloat(regexp.MustCompile(`viewBox="0 0 760 (\d+)"`).FindStringSubmatch(dom)[1], 64)
+		if b := noScript.boxes(url, "svg.waterfall"); len(b) != 1 || b[0][0] < 400 || b[0][0] > 760 || math.Abs(b[0][1]/b[0][0]-h/760) > 0.01 {
+			t.Errorf("waterfall laid out at %v, want one up to 760 × %v wide, in proportion", b, h)
+		}
+		screenshot(t, bin, url, shots, "waterfall.png")
+	})
 	t.Run("unknown probe", func(t *testing.T) {
 		code, _, body := get(t, "GET", td.url+"/probes/sim/nope")
 		if code != 404 || !strings.Contains(body, `id="not-found"`) {
 			t.Errorf("unknown probe: %d\n%s", code, body)
 		}
 	})
+}
+
+// probeRowOf is the row of probe on "/" in dom.
+func probeRowOf(t *testing.T, dom, probe string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?s)<tr class="probe[^"]*" data-probe="` + regexp.QuoteMeta(probe) + `">(.*?)</tr>`).FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatalf("no row of probe %s in:\n%s", probe, dom)
+	}
+	return m[1]
 }
 
 func mustMatch(t *testing.T, text string, patterns ...string) {

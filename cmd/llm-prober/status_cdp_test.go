@@ -134,14 +134,14 @@ func (d *devtools) waitEvent(method string) {
 	}
 }
 
-// outerHTML loads url in a new tab and returns the document's DOM once the
-// load event fired.
-func (d *devtools) outerHTML(url string) string {
+// load opens url in a new tab and returns the tab's session, its target
+// (for closeTarget) and the document's node once the load event fired.
+func (d *devtools) load(url string) (session, target string, root int) {
 	d.t.Helper()
-	var target struct{ TargetID string }
-	d.call("", "Target.createTarget", map[string]any{"url": "about:blank"}, &target)
+	var tg struct{ TargetID string }
+	d.call("", "Target.createTarget", map[string]any{"url": "about:blank"}, &tg)
 	var attached struct{ SessionID string }
-	d.call("", "Target.attachToTarget", map[string]any{"targetId": target.TargetID, "flatten": true}, &attached)
+	d.call("", "Target.attachToTarget", map[string]any{"targetId": tg.TargetID, "flatten": true}, &attached)
 	s := attached.SessionID
 	d.call(s, "Page.enable", nil, nil)
 	d.events = nil
@@ -149,10 +149,38 @@ func (d *devtools) outerHTML(url string) string {
 	d.waitEvent("Page.loadEventFired")
 	var doc struct{ Root struct{ NodeID int } }
 	d.call(s, "DOM.getDocument", map[string]any{"depth": 0}, &doc)
+	return s, tg.TargetID, doc.Root.NodeID
+}
+
+// outerHTML loads url in a new tab and returns the document's DOM once the
+// load event fired.
+func (d *devtools) outerHTML(url string) string {
+	d.t.Helper()
+	s, target, root := d.load(url)
 	var html struct{ OuterHTML string }
-	d.call(s, "DOM.getOuterHTML", map[string]any{"nodeId": doc.Root.NodeID}, &html)
-	d.call("", "Target.closeTarget", map[string]any{"targetId": target.TargetID}, nil)
+	d.call(s, "DOM.getOuterHTML", map[string]any{"nodeId": root}, &html)
+	d.call("", "Target.closeTarget", map[string]any{"targetId": target}, nil)
 	return html.OuterHTML
+}
+
+// boxes loads url in a new tab and returns the laid-out size in CSS
+// pixels of every element selector matches: proof that the browser drew
+// them, not only parsed them (DOM.getBoxModel needs no script).
+func (d *devtools) boxes(url, selector string) [][2]float64 {
+	d.t.Helper()
+	s, target, root := d.load(url)
+	var found struct{ NodeIDs []int }
+	d.call(s, "DOM.querySelectorAll", map[string]any{"nodeId": root, "selector": selector}, &found)
+	var out [][2]float64
+	for _, id := range found.NodeIDs {
+		var box struct {
+			Model struct{ Width, Height float64 }
+		}
+		d.call(s, "DOM.getBoxModel", map[string]any{"nodeId": id}, &box)
+		out = append(out, [2]float64{box.Model.Width, box.Model.Height})
+	}
+	d.call("", "Target.closeTarget", map[string]any{"targetId": target}, nil)
+	return out
 }
 
 // TestDevtoolsScriptsDisabled checks the no-JavaScript browser really runs
