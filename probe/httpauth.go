@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -85,7 +86,10 @@ func httpClientSecrets(opts TargetOptions) []string {
 			}
 		}
 		if u := pc.ProxyURL.URL; u != nil {
-			if p, ok := u.User.Password(); ok {
+			if p, ok := u.User.Password(); ok && p != "" {
+				// Sent as Proxy-Authorization: Basic base64(user:password).
+				basic := base64.StdEncoding.EncodeToString([]byte(u.User.Username() + ":" + p))
+				out = append(out, credentialParts("Basic "+basic)...)
 				add(p)
 			}
 		}
