@@ -220,7 +220,7 @@ func (a *authorizer) secrets() []string {
 func (a *authorizer) authorize(ctx context.Context, endpoint string, setHeaders func(*http.Request)) (http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, nil)
 	if err != nil {
-		return nil, err
+		return nil, errBuildRequest
 	}
 	setHeaders(req)
 	if !a.network {
@@ -289,12 +289,17 @@ func (a *authorizer) run(req *http.Request) (http.Header, error) {
 }
 
 // failed settles a probe whose credentials could not be had; the request
-// was not sent. A token endpoint's HTTP error is http_4xx or http_5xx, as
+// was not sent. A request that cannot be built is a protocol_error, as
+// without authentication. A token endpoint's HTTP error is http_4xx or http_5xx, as
 // the same rejection by the target itself would be; the probe's deadline
 // passing is timeout; anything else (token endpoint unreachable, an
 // unusable token answer, an unreadable credentials file) is connect_error.
 func (a *authorizer) failed(parent context.Context, r *Result, began time.Time, err error) {
 	r.Start = time.Now()
+	if errors.Is(err, errBuildRequest) {
+		r.Outcome, r.Err = OutcomeProtocolError, err
+		return
+	}
 	if perr := parent.Err(); perr != nil {
 		r.Outcome = OutcomeTimeout
 		what := "exceeded"
