@@ -57,6 +57,14 @@ type Target struct {
 	// FollowRedirects follows HTTP redirects (at most
 	// probe.DefaultMaxRedirects); by default a redirect fails the probe.
 	FollowRedirects bool `yaml:"follow_redirects"`
+	// HTTPClientConfig is Prometheus' HTTP client configuration (proxy,
+	// basic_auth, authorization, oauth2, tls_config, …) for HTTP
+	// protocols, with the prober's defaults: see httpclient.go.
+	HTTPClientConfig *promconfig.HTTPClientConfig `yaml:"http_client_config,omitempty"`
+	// SecretsDigest is a hash of http_client_config's inline secrets, set
+	// at load. It is never printed; it is here so that the JSON of a
+	// target, which engine fingerprints, changes when only a secret did.
+	SecretsDigest string `yaml:"-" json:"secrets_digest,omitempty"`
 	// Timeout bounds one probe from start to the final event.
 	Timeout model.Duration `yaml:"timeout"`
 	// StreamIdleTimeout ends a stream that sends nothing for this long as
@@ -341,6 +349,7 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 	if t.FollowRedirects && known && proto.Endpoint != probe.EndpointURL {
 		d.at(path+".follow_redirects", "applies to HTTP protocols only; gRPC has no redirects")
 	}
+	validateHTTPClient(d, path, t, proto, known)
 	positive(d, path+".timeout", t.Timeout)
 	positive(d, path+".stream_idle_timeout", t.StreamIdleTimeout)
 	if t.MaxResponseBytes < 0 {
@@ -593,6 +602,7 @@ func (c *Config) resolveSecrets(d *decoder, dir string, getenv func(string) stri
 		if t.TLSConfig.CAFile != "" || t.TLSConfig.CertFile != "" || t.TLSConfig.KeyFile != "" {
 			t.TLSConfig.SetDirectory(dir)
 		}
+		resolveHTTPClient(d, path, dir, t)
 	}
 }
 
@@ -690,7 +700,7 @@ func (t *Target) DriverOptions() probe.TargetOptions {
 	if t.Ollama != nil {
 		ollamaAPI = t.Ollama.API
 	}
-	return probe.TargetOptions{
+	o := probe.TargetOptions{
 		OllamaAPI:             ollamaAPI,
 		Name:                  t.Name,
 		URL:                   t.URL,
@@ -698,13 +708,15 @@ func (t *Target) DriverOptions() probe.TargetOptions {
 		Model:                 t.Model,
 		Headers:               t.Headers,
 		BearerToken:           string(t.APIKey),
-		TLS:                   t.TLSConfig,
 		NewConnectionPerProbe: t.NewConnectionPerProbe,
-		FollowRedirects:       t.FollowRedirects,
 		StreamIdleTimeout:     time.Duration(t.StreamIdleTimeout),
 		MaxResponseBytes:      t.MaxResponseBytes,
 		Triton:                t.tritonOptions(),
 	}
+	// TLS, redirects, proxy and authentication, merged from the target's
+	// short forms and http_client_config.
+	t.httpClientOptions(&o)
+	return o
 }
 
 // tritonOptions is a copy of the resolved Triton options, so that every
@@ -731,7 +743,7 @@ func (c *Config) ServerTargets() []collector.ServerTarget {
 			URL:       t.ServerMetrics.URL,
 			Kind:      t.ServerMetrics.Kind,
 			Timeout:   time.Duration(t.ServerMetrics.Timeout),
-			TLSConfig: t.TLSConfig,
+			TLSConfig: t.effectiveTLS(),
 		})
 	}
 	return ts

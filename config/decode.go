@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -130,6 +131,17 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 	if v.Kind() == reflect.Struct && v.CanAddr() {
 		ptr := v.Addr()
+		if scalarStructs[v.Type()] {
+			// Library structs that are written as one scalar (a URL).
+			if n.Kind != yaml.ScalarNode {
+				d.errorf(n, path, "want a single value, got %s", describe(n))
+				return
+			}
+			if err := n.Decode(ptr.Interface()); err != nil {
+				d.errorf(n, path, "%s", cleanYAMLError(err))
+			}
+			return
+		}
 		if ptr.Type().Implements(unmarshalerType) {
 			// Our own value types (Rate, Cron) are structs that decode
 			// and parse themselves from one scalar. Library structs
@@ -147,7 +159,11 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		}
 		// Structs are always walked key by key, even when they bring their
 		// own UnmarshalYAML, because those decode leniently: unknown keys
-		// would pass silently.
+		// would pass silently. The defaults such an UnmarshalYAML would
+		// set are therefore skipped; structPresets sets ours instead.
+		if preset := structPresets[v.Type()]; preset != nil {
+			preset(ptr.Interface())
+		}
 		before := len(d.errs)
 		d.decodeStruct(n, v, path)
 		if len(d.errs) == before && ptr.Type().Implements(validatorType) {
@@ -224,16 +240,20 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 		seen[key.Value] = true
 		idx, ok := fields[key.Value]
 		if !ok {
-			d.errorf(key, keyPath, "unknown key %q; allowed keys here: %s", key.Value, strings.Join(sortedKeys(fields), ", "))
+			d.errorf(key, keyPath, "unknown key %q; allowed keys here: %s", key.Value, strings.Join(allowedKeys(v.Type(), fields), ", "))
 			continue
 		}
-		f := v.Type().Field(idx)
+		if hint, refused := refusedKeys[v.Type()][key.Value]; refused {
+			d.errorf(key, keyPath, "%q is not supported by llm-prober; %s", key.Value, hint)
+			continue
+		}
+		f := v.Type().FieldByIndex(idx)
 		if f.Tag.Get("config") == "output-only" {
 			d.errorf(key, keyPath, "%q cannot be set in the file; %s", key.Value, f.Tag.Get("hint"))
 			continue
 		}
 		d.positions[keyPath] = key
-		d.decode(val, v.Field(idx), keyPath)
+		d.decode(val, v.FieldByIndex(idx), keyPath)
 		// Keep the key's own position for error messages about the key.
 		d.positions[keyPath] = key
 	}
@@ -265,26 +285,51 @@ func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
-func yamlFields(t reflect.Type) map[string]int {
-	fields := map[string]int{}
+// yamlFields maps each key a struct takes to the index path of its field.
+// The keys of an embedded struct marked `yaml:",inline"` (prometheus/common's
+// ProxyConfig inside HTTPClientConfig) are the struct's own keys, as yaml.v3
+// has them; a key of the outer struct wins over an inline one of the same
+// name.
+func yamlFields(t reflect.Type) map[string][]int {
+	fields := map[string][]int{}
+	var inline [][]int
 	for i := range t.NumField() {
 		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" && slices.Contains(strings.Split(opts, ","), "inline") {
+			// Inline maps (catch-all keys) are not supported: their keys
+			// would be unknown keys here.
+			if f.Type.Kind() == reflect.Struct {
+				inline = append(inline, []int{i})
+			}
 			continue
 		}
 		if name == "" {
 			name = strings.ToLower(f.Name)
 		}
-		fields[name] = i
+		fields[name] = []int{i}
+	}
+	for _, idx := range inline {
+		for name, sub := range yamlFields(t.Field(idx[0]).Type) {
+			if _, taken := fields[name]; !taken {
+				fields[name] = append(slices.Clone(idx), sub...)
+			}
+		}
 	}
 	return fields
 }
 
-func sortedKeys(m map[string]int) []string {
+// allowedKeys lists the keys of a struct for messages, without the
+// library keys that refusedKeys turns away.
+func allowedKeys(t reflect.Type, m map[string][]int) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
-		keys = append(keys, k)
+		if _, refused := refusedKeys[t][k]; !refused {
+			keys = append(keys, k)
+		}
 	}
 	sort.Strings(keys)
 	return keys

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -61,6 +62,8 @@ type httpTarget struct {
 	freshTr *http.Transport
 	logger  *slog.Logger
 	secrets []string
+	// auth runs http_client_config's authentication, when configured.
+	auth *authorizer
 }
 
 func newHTTPTarget(opts TargetOptions, logger *slog.Logger) (*httpTarget, error) {
@@ -76,7 +79,8 @@ func newHTTPTarget(opts TargetOptions, logger *slog.Logger) (*httpTarget, error)
 	dialer := &net.Dialer{Timeout: opts.ConnectTimeout, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
 		// No proxy from the environment: a prober measures the path to
-		// the server, and an unnoticed HTTP_PROXY would change it.
+		// the server, and an unnoticed HTTP_PROXY would change it. A
+		// proxy is used when configured (setProxy).
 		Proxy:               nil,
 		DialContext:         dialer.DialContext,
 		TLSClientConfig:     tlsCfg,
@@ -97,6 +101,7 @@ func newHTTPTarget(opts TargetOptions, logger *slog.Logger) (*httpTarget, error)
 		// head only with the first token, after long queueing. The probe
 		// deadline (ctx) bounds it.
 	}
+	setProxy(tr, opts)
 	client := &http.Client{
 		Transport: tr,
 		// A redirect on a POST to an inference API is a misconfigured URL;
@@ -107,7 +112,8 @@ func newHTTPTarget(opts TargetOptions, logger *slog.Logger) (*httpTarget, error)
 	freshTr := tr.Clone()
 	freshTr.DisableKeepAlives = true
 	fresh := &http.Client{Transport: freshTr, CheckRedirect: client.CheckRedirect}
-	t := &httpTarget{opts: opts, base: base, client: client, tr: tr, fresh: fresh, freshTr: freshTr, logger: logger}
+	t := &httpTarget{opts: opts, base: base, client: client, tr: tr, fresh: fresh, freshTr: freshTr, logger: logger,
+		auth: newAuthorizer(opts, dialer), secrets: httpClientSecrets(opts)}
 	if opts.BearerToken != "" {
 		t.secrets = append(t.secrets, opts.BearerToken)
 	}
@@ -137,6 +143,9 @@ func sensitiveHeader(name string) bool {
 func (t *httpTarget) close() {
 	t.tr.CloseIdleConnections()
 	t.freshTr.CloseIdleConnections()
+	if t.auth != nil {
+		t.auth.close()
+	}
 }
 
 // newRequestID returns 16 random bytes in hex.
@@ -163,11 +172,15 @@ func begin(req *Request) (*Request, *Result) {
 // the returned error no longer unwraps to the original (whose message holds
 // the secret) but still answers errors.Is for it.
 func (t *httpTarget) redact(err error) error {
-	if err == nil || len(t.secrets) == 0 {
+	secrets := t.secrets
+	if t.auth != nil {
+		secrets = append(slices.Clip(secrets), t.auth.secrets()...)
+	}
+	if err == nil || len(secrets) == 0 {
 		return err
 	}
 	msg := err.Error()
-	red := redactString(msg, t.secrets)
+	red := redactString(msg, secrets)
 	if red == msg {
 		return err
 	}
@@ -193,6 +206,8 @@ type exchange struct {
 	body   *watchedBody
 	idle   *time.Timer
 	start  time.Time
+	// auth is the headers http_client_config's authentication set.
+	auth http.Header
 }
 
 // send builds and sends a POST of body to endpoint and waits for the
@@ -202,6 +217,18 @@ type exchange struct {
 func (t *httpTarget) send(ctx context.Context, r *Result, endpoint string, body []byte, stream bool) *exchange {
 	ex := &exchange{t: t, parent: ctx}
 	ex.ctx, ex.cancel = context.WithCancelCause(ctx)
+	if t.auth != nil {
+		// Credentials first, an OAuth2 token fetch included, so that
+		// none of it falls inside the measured time.
+		began := time.Now()
+		var err error
+		ex.auth, err = t.auth.authorize(ex.ctx, endpoint, func(req *http.Request) { t.setHeaders(req, r.RequestID, stream) })
+		if err != nil {
+			t.auth.failed(ctx, r, began, err)
+			ex.cancel(nil)
+			return nil
+		}
+	}
 	resp, gotConn, err := ex.attempt(t.client, r, endpoint, body, stream)
 	if err != nil && ex.staleConnection(err) {
 		// A POST is not replayable, so net/http does not retry it when a
@@ -261,6 +288,9 @@ func (ex *exchange) attempt(client *http.Client, r *Result, endpoint string, bod
 		return nil, true, errBuildRequest
 	}
 	ex.t.setHeaders(req, r.RequestID, stream)
+	for k, v := range ex.auth {
+		req.Header[k] = v
+	}
 	// Start is taken after the request is fully built, immediately before
 	// handing it to the transport. TTFT therefore includes getting a
 	// connection (DNS, connect, TLS when none is pooled) and writing the

@@ -71,6 +71,25 @@ type TargetOptions struct {
 	// FollowRedirects follows up to DefaultMaxRedirects HTTP redirects;
 	// by default a 3xx answer is a protocol_error.
 	FollowRedirects bool
+
+	// The rest is Prometheus' HTTP client configuration
+	// (http_client_config), for the HTTP drivers only.
+
+	// Proxy routes requests through a forward proxy: proxy_url (with
+	// no_proxy) or proxy_from_environment, and proxy_connect_header sent
+	// with CONNECT for https targets. The zero value connects directly.
+	Proxy promconfig.ProxyConfig
+	// DisableHTTP2 keeps to HTTP/1.1; by default HTTP/2 is used where a
+	// TLS server negotiates it.
+	DisableHTTP2 bool
+	// BasicAuth, Authorization and OAuth2 (at most one of them, and not
+	// with BearerToken) authenticate every request through prometheus/
+	// common's round trippers. Their files are read for every request.
+	// An OAuth2 token is fetched (and cached until it expires) before the
+	// probe's clock starts, so it never counts in TTFT.
+	BasicAuth     *promconfig.BasicAuth
+	Authorization *promconfig.Authorization
+	OAuth2        *promconfig.OAuth2
 	// ConnectTimeout bounds dialing and, separately, the TLS handshake.
 	ConnectTimeout time.Duration
 	// OllamaAPI selects the ollama protocol's endpoint: OllamaAPIChat

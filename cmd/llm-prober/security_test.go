@@ -21,21 +21,38 @@ import (
 
 // Planted secrets: the API key startDaemon writes to its key file, a
 // basic-auth password sent in an Authorization header, and a custom
-// credential header.
+// credential header; then http_client_config's: an inline basic_auth
+// password, an authorization credentials_file, an OAuth2 client secret
+// (from a file) and the token it buys, a proxy URL's password and a
+// proxy_connect_header value.
 const (
-	plantedAPIKey   = "sk-planted-secret-123456"
-	plantedPassword = "planted-pw-98765"
-	plantedHeader   = "planted-hdr-key-24680"
+	plantedAPIKey       = "sk-planted-secret-123456"
+	plantedPassword     = "planted-pw-98765"
+	plantedHeader       = "planted-hdr-key-24680"
+	plantedHCCPassword  = "planted-hcc-pw-13579"
+	plantedCredFile     = "planted-cred-file-97531"
+	plantedClientSecret = "planted-client-secret-86420"
+	plantedToken        = "planted-oauth-token-11223"
+	plantedProxyPass    = "planted-proxy-pw-44556"
+	plantedConnect      = "planted-connect-hdr-77889"
 )
 
-var plantedBasic = base64.StdEncoding.EncodeToString([]byte("prober:" + plantedPassword))
+var (
+	plantedBasic      = base64.StdEncoding.EncodeToString([]byte("prober:" + plantedPassword))
+	plantedHCCBasic   = base64.StdEncoding.EncodeToString([]byte("prober:" + plantedHCCPassword))
+	plantedProxyBasic = base64.StdEncoding.EncodeToString([]byte("egress:" + plantedProxyPass))
+)
 
 // forbidden are the strings no output may contain: each secret in every
 // form a server could echo it, and a prefix long enough to matter if one
 // were cut short by a length bound.
 func forbidden() []string {
-	return []string{plantedAPIKey, plantedAPIKey[:10], plantedPassword, plantedPassword[:10], plantedBasic, plantedBasic[:12],
+	out := []string{plantedAPIKey, plantedAPIKey[:10], plantedPassword, plantedPassword[:10], plantedBasic, plantedBasic[:12],
 		"prober:" + plantedPassword, plantedHeader, plantedHeader[:10]}
+	for _, s := range []string{plantedHCCPassword, plantedCredFile, plantedClientSecret, plantedToken, plantedProxyPass, plantedConnect, plantedHCCBasic, plantedProxyBasic} {
+		out = append(out, s, s[:12])
+	}
+	return out
 }
 
 func assertNoSecrets(t *testing.T, where, text string) {
@@ -58,7 +75,7 @@ func echoServer(t *testing.T) string {
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		var creds []string
-		for _, h := range []string{"Authorization", "X-Api-Key"} {
+		for _, h := range []string{"Authorization", "X-Api-Key", "Proxy-Authorization"} {
 			if v := r.Header.Get(h); v != "" {
 				creds = append(creds, h+": "+v)
 			}
@@ -91,6 +108,77 @@ func echoServer(t *testing.T) string {
 	return ts.URL
 }
 
+// tokenServer is an OAuth2 token endpoint handing out plantedToken to the
+// client that presents plantedClientSecret; with refuse it answers 401
+// quoting the client secret back instead.
+func tokenServer(t *testing.T, refuse bool) string {
+	t.Helper()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		id, secret, ok := r.BasicAuth()
+		if !ok {
+			id, secret = r.Form.Get("client_id"), r.Form.Get("client_secret")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if refuse || secret != plantedClientSecret {
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprintf(w, `{"error":"invalid_client","error_description":"client %s with secret %s refused"}`, id, secret)
+			return
+		}
+		fmt.Fprintf(w, `{"access_token":%q,"token_type":"Bearer","expires_in":3600}`, plantedToken)
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// hccConfig is targets authenticating through http_client_config against
+// the echo server: basic_auth with an inline password, sent through the
+// echo server as a proxy (which echoes Proxy-Authorization too, and has a
+// proxy_connect_header it never gets: an http target needs no CONNECT),
+// authorization from a credentials file, OAuth2 with a secret file, and
+// OAuth2 against a token endpoint that refuses and quotes the secret.
+func hccConfig(echo, tokenURL, refusingTokenURL, credFile, secretFile string) (cfg string, targets []string) {
+	var b strings.Builder
+	proxy := strings.Replace(echo, "http://", "http://egress:"+plantedProxyPass+"@", 1)
+	for _, mode := range []string{"plain", "json", "cut", "stream"} {
+		fmt.Fprintf(&b, `  - name: hcc-basic-%[1]s
+    protocol: openai_chat
+    url: %[2]s/%[1]s
+    model: m
+    http_client_config:
+      basic_auth: {username: prober, password: %[3]s}
+      proxy_url: %[4]s
+      proxy_connect_header: {X-Proxy-Token: [%[5]s]}
+    probes: [{name: p, schedule: {every: 200ms}}]
+  - name: hcc-cred-%[1]s
+    protocol: openai_chat
+    url: %[2]s/%[1]s
+    model: m
+    http_client_config:
+      authorization: {type: Token, credentials_file: %[6]s}
+    probes: [{name: p, schedule: {every: 200ms}}]
+  - name: hcc-oauth2-%[1]s
+    protocol: openai_chat
+    url: %[2]s/%[1]s
+    model: m
+    http_client_config:
+      oauth2: {client_id: prober, client_secret_file: %[7]s, token_url: %[8]s}
+    probes: [{name: p, schedule: {every: 200ms}}]
+`, mode, echo, plantedHCCPassword, proxy, plantedConnect, credFile, secretFile, tokenURL)
+		targets = append(targets, "hcc-basic-"+mode, "hcc-cred-"+mode, "hcc-oauth2-"+mode)
+	}
+	fmt.Fprintf(&b, `  - name: hcc-token-refused
+    protocol: openai_chat
+    url: %s/plain
+    model: m
+    http_client_config:
+      oauth2: {client_id: prober, client_secret: %s, token_url: %s}
+    probes: [{name: p, schedule: {every: 200ms}}]
+`, echo, plantedClientSecret, refusingTokenURL)
+	targets = append(targets, "hcc-token-refused")
+	return b.String(), targets
+}
+
 // secretsConfig probes the echo server from targets carrying each secret.
 func secretsConfig(echo string) string {
 	var b strings.Builder
@@ -121,12 +209,18 @@ func secretsConfig(echo string) string {
 // and the probe subcommand's output.
 func TestSecretsNeverLeak(t *testing.T) {
 	echo := echoServer(t)
-	cfg := secretsConfig(echo)
+	dir := t.TempDir()
+	credFile, secretFile := filepath.Join(dir, "credentials"), filepath.Join(dir, "client-secret")
+	testutil.WriteFile(t, credFile, plantedCredFile+"\n")
+	testutil.WriteFile(t, secretFile, plantedClientSecret+"\n")
+	hcc, hccTargets := hccConfig(echo, tokenServer(t, false), tokenServer(t, true), credFile, secretFile)
+	cfg := strings.Replace(secretsConfig(echo), "targets:\n", "targets:\n"+hcc, 1)
 	td := startDaemon(t, cfg, func(o *serveOptions) { o.historyResults = 100 })
 	targets := []string{}
 	for _, mode := range []string{"plain", "json", "cut", "stream"} {
 		targets = append(targets, "key-"+mode, "basic-"+mode)
 	}
+	targets = append(targets, hccTargets...)
 	// Every target failed at least twice: once logged at warn with its
 	// error, then at debug.
 	testutil.WaitFor(t, "every target's failure logged 3 times", waitTimeout, func() bool {
@@ -171,8 +265,10 @@ func TestSecretsNeverLeak(t *testing.T) {
 	if !strings.Contains(index, "&lt;secret&gt;") {
 		t.Errorf("/ should show the failing probes' redacted errors:\n%s", index)
 	}
-	if _, _, c := get(t, "GET", td.url+"/config"); strings.Count(c, "<secret>") < 3*4 {
-		t.Errorf("/config should show the API key and both credential headers as <secret>:\n%s", c)
+	if _, _, c := get(t, "GET", td.url+"/config"); strings.Count(c, "<secret>") < 3*4+2*4+1 ||
+		!strings.Contains(c, "password: <secret>") || !strings.Contains(c, "- <secret>") || !strings.Contains(c, "egress:xxxxx@") ||
+		!strings.Contains(c, "client_secret: <secret>") {
+		t.Errorf("/config should show the API key, both credential headers and http_client_config's secrets as <secret>:\n%s", c)
 	}
 
 	var stdout, stderr bytes.Buffer
