@@ -14,17 +14,22 @@ import (
 // are left out entirely (only whether they were set), because any of them
 // may be one.
 type ConfigInfo struct {
-	ConfigFile     string   `json:"config_file"`
-	Target         string   `json:"target"`
-	Protocol       string   `json:"protocol"`
-	Endpoint       string   `json:"endpoint"`
-	Model          string   `json:"model"`
-	Probe          string   `json:"probe"`
-	Streaming      bool     `json:"streaming"`
-	TimeoutSeconds float64  `json:"timeout_seconds"`
-	APIKeySet      bool     `json:"api_key_set"`
-	HeaderNames    []string `json:"header_names,omitempty"`
-	WorkloadName   string   `json:"workload_name"`
+	ConfigFile     string  `json:"config_file"`
+	Target         string  `json:"target"`
+	Protocol       string  `json:"protocol"`
+	Endpoint       string  `json:"endpoint"`
+	Model          string  `json:"model"`
+	Probe          string  `json:"probe"`
+	Streaming      bool    `json:"streaming"`
+	TimeoutSeconds float64 `json:"timeout_seconds"`
+	APIKeySet      bool    `json:"api_key_set"`
+	// HTTPAuth names how http_client_config authenticates (basic_auth,
+	// authorization, oauth2), never with what; empty without.
+	HTTPAuth string `json:"http_auth,omitempty"`
+	// Proxied is true when http_client_config sends through a proxy.
+	Proxied      bool     `json:"proxied,omitempty"`
+	HeaderNames  []string `json:"header_names,omitempty"`
+	WorkloadName string   `json:"workload_name"`
 	// Workload is the workload's effective configuration (as
 	// `check-config --print` shows it), with extra_body values replaced
 	// by their keys.
@@ -43,6 +48,8 @@ func Describe(configFile string, cfg *config.Config, t *config.Target, pc *confi
 		Streaming:      pc.Streaming(),
 		TimeoutSeconds: time.Duration(pc.Timeout).Seconds(),
 		APIKeySet:      t.APIKey != "",
+		HTTPAuth:       httpAuthKind(t),
+		Proxied:        t.HTTPClientConfig != nil && (t.HTTPClientConfig.ProxyURL.URL != nil || t.HTTPClientConfig.ProxyFromEnvironment),
 		WorkloadName:   pc.Workload,
 	}
 	for name := range t.Headers {
@@ -73,4 +80,20 @@ func describeWorkload(w *config.Workload) any {
 		return map[string]string{"error": err.Error()}
 	}
 	return generic
+}
+
+// httpAuthKind is which http_client_config authentication t uses.
+func httpAuthKind(t *config.Target) string {
+	c := t.HTTPClientConfig
+	switch {
+	case c == nil:
+		return ""
+	case c.OAuth2 != nil:
+		return "oauth2"
+	case c.BasicAuth != nil:
+		return "basic_auth"
+	case c.Authorization != nil || c.BearerToken != "" || c.BearerTokenFile != "":
+		return "authorization"
+	}
+	return ""
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -33,6 +34,38 @@ func TestDescribeHasNoSecrets(t *testing.T) {
 		}
 	}
 	for _, want := range []string{`"api_key_set":true`, `"header_names":["Accept","X-Api-Key"]`, `"vendor_token":"<set>"`, `"hello"`, `"endpoint":"https://api.example.com/v1"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("description lacks %s: %s", want, out)
+		}
+	}
+}
+
+// An http_client_config says how it authenticates and that it proxies,
+// never with what.
+func TestDescribeHTTPClientConfig(t *testing.T) {
+	w := &config.Workload{MaxTokens: config.MaxTokens{Distribution: "constant", Mean: 16}}
+	cfg := &config.Config{Workloads: map[string]*config.Workload{"w": w}}
+	pc := &config.Probe{Name: "p", Workload: "w"}
+	proxy, err := url.Parse("http://user:proxy-secret-4@proxy:3128")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &promconfig.HTTPClientConfig{
+		OAuth2:      &promconfig.OAuth2{ClientID: "id", ClientSecret: "oauth-secret-5", TokenURL: "https://auth/token"},
+		ProxyConfig: promconfig.ProxyConfig{ProxyURL: promconfig.URL{URL: proxy}},
+	}
+	tg := &config.Target{Name: "t", Protocol: "openai_chat", URL: "https://api.example.com", Model: "m", HTTPClientConfig: hc, Probes: []*config.Probe{pc}}
+	b, err := json.Marshal(Describe("c.yml", cfg, tg, pc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(b)
+	for _, secret := range []string{"proxy-secret-4", "oauth-secret-5", "proxy:3128"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("description leaks %s: %s", secret, out)
+		}
+	}
+	for _, want := range []string{`"http_auth":"oauth2"`, `"proxied":true`, `"api_key_set":false`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("description lacks %s: %s", want, out)
 		}
