@@ -178,12 +178,13 @@ func TestOverrides(t *testing.T) {
 		},
 	}}`)
 
-	// Series recorded by the rules (level:metric:operations) come from
-	// selected series already; vLLM's keep their own.
+	// Rules read the series they record (level:metric:operations) as they
+	// recorded them, from selected series; dashboards select those too.
 	checkSelector := func(where, name string, ms []*labels.Matcher) {
+		dashboard := !strings.HasPrefix(where, "rule ")
 		switch {
-		case strings.Contains(name, ":") && !strings.HasPrefix(name, "vllm:"):
-		case name == "up" || strings.HasPrefix(name, "llm_"):
+		case strings.Contains(name, ":") && !strings.HasPrefix(name, "vllm:") && !(dashboard && strings.HasPrefix(name, "target_probe:")):
+		case name == "up" || strings.HasPrefix(name, "llm_") || strings.HasPrefix(name, "target_probe:"):
 			if !hasMatcher(ms, `job="llm-prober"`) {
 				t.Errorf("%s: %s selector %v lacks job=\"llm-prober\"", where, name, ms)
 			}

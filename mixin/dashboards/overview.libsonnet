@@ -21,8 +21,8 @@ local common = import 'common.libsonnet';
   local burnRate(window) =
     assert std.member(recorded, window) : 'dashboardBurnRatePanels: window %s is not recorded (not in sloBurnRateAlerts)' % window;
     g.q(
-      '%s\n/ on (job, target, probe, model, slo)\ntarget_probe:llm_probe_slo_error_budget:ratio'
-      % series('target_probe:llm_probe_slo_errors:ratio_rate' + window),
+      '%s\n/ on (job, target, probe, model, slo)\n%s'
+      % [series('target_probe:llm_probe_slo_errors:ratio_rate' + window), series('target_probe:llm_probe_slo_error_budget:ratio')],
       '{{target}}/{{probe}} {{slo}} ' + window,
     ),
 
@@ -40,7 +40,7 @@ local common = import 'common.libsonnet';
       if i == 0
       then 'Error ratio divided by the error budget (1 − objective), from the recording rules. 1 spends the budget exactly in 30 days; the ' + needs
       else 'As the %s windows; the %s' % [c.dashboardBurnRatePanels[0].title, needs],
-      'x',
+      'suffix:x',
       [burnRate(w) for w in p.windows],
     ) + g.withThresholdLines(std.sort([x.factor for x in a.conditions])) + g.size(12, 8)
     for i in std.range(0, std.length(c.dashboardBurnRatePanels) - 1)
@@ -132,7 +132,7 @@ local common = import 'common.libsonnet';
         g.stat(
           'Last probe',
           "Whether each probe's last request succeeded (llm_probe_success). Absent until a probe has run once.",
-          '',
+          'none',
           common.okSteps,
           [g.instant('max by (target, probe) (%s)' % series('llm_probe_success'), probeLegend)],
         ) + common.okMapping('FAIL', 'OK') + g.size(12, 6),
@@ -176,21 +176,21 @@ local common = import 'common.libsonnet';
         g.stat(
           'Prober up',
           'Whether Prometheus scrapes each prober (up).',
-          '',
+          'none',
           common.okSteps,
           [g.instant(promql.series('up', [c.proberSelector, common.mJob]), '{{instance}}')],
         ) + common.okMapping('DOWN', 'UP') + g.size(8, 6),
         g.stat(
           'Last configuration reload',
           'llm_prober_config_last_reload_successful: 0 means the file on disk is invalid and the previous configuration is still running.',
-          '',
+          'none',
           common.okSteps,
           [g.instant(promql.series('llm_prober_config_last_reload_successful', [c.proberSelector, common.mJob]), '{{instance}}')],
         ) + common.okMapping('FAILED', 'OK') + g.size(8, 6),
         g.stat(
           'Scrape-time collectors',
           'llm_prober_collector_success per collector (server_metrics, gpu).',
-          '',
+          'none',
           common.okSteps,
           [g.instant(promql.series('llm_prober_collector_success', [c.proberSelector, common.mJob]), '{{instance}} {{collector}}')],
         ) + common.okMapping('FAILED', 'OK') + g.size(8, 6),

@@ -109,7 +109,7 @@ local common = import 'common.libsonnet';
         g.stat(
           'Server metrics reachable',
           "llm_server_up: 0 when the prober cannot fetch or understand the server's /metrics (see the prober's log).",
-          '',
+          'none',
           common.okSteps,
           [g.instant('max by (target) (%s)' % server('llm_server_up'), '{{target}}')],
         ) + common.okMapping('DOWN', 'UP') + g.size(12, 6),

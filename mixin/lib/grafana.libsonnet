@@ -102,7 +102,8 @@
   // size sets a panel's width (of 24 columns) and height.
   size(w, h):: { gridPos+: { w: w, h: h } },
 
-  // timeseries is a line chart; unit is a Grafana unit id.
+  // timeseries is a line chart; unit is a Grafana unit id ("none" for a
+  // plain number, "suffix:x" for a custom one).
   timeseries(title, description, unit, targets):: {
     type: 'timeseries',
     title: title,
@@ -139,7 +140,7 @@
     targets: targets,
     fieldConfig: {
       defaults: {
-        [if unit != '' then 'unit']: unit,
+        unit: unit,
         mappings: [],
         thresholds: { mode: 'absolute', steps: [{ color: s[0], value: s[1] } for s in steps] },
         color: { mode: 'thresholds' },
