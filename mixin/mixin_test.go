@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -17,8 +18,22 @@ import (
 	"github.com/llm-prober/llm-prober/dashboards"
 )
 
+var (
+	defaultOnce  sync.Once
+	defaultMixin *Mixin
+	defaultErr   error
+)
+
+// evaluate evaluates the mixin with overrides; the defaults ("") once.
 func evaluate(t *testing.T, overrides string) *Mixin {
 	t.Helper()
+	if overrides == "" {
+		defaultOnce.Do(func() { defaultMixin, defaultErr = Evaluate("") })
+		if defaultErr != nil {
+			t.Fatal(defaultErr)
+		}
+		return defaultMixin
+	}
 	m, err := Evaluate(overrides)
 	if err != nil {
 		t.Fatal(err)
