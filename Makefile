@@ -23,7 +23,7 @@ LDFLAGS := -s -w \
 	-X github.com/prometheus/common/version.BuildUser=$(BUILD_USER) \
 	-X github.com/prometheus/common/version.BuildDate=$(BUILD_DATE)
 
-.PHONY: all build run test lint fmt fmt-check mod-check helm vet staticcheck unit promtool chromium prometheus3 proto clean dashboards deploy-rules soak fuzz bench conformance
+.PHONY: all build run test lint fmt fmt-check mod-check helm vet staticcheck unit promtool chromium prometheus3 proto clean mixin dashboards deploy-rules soak fuzz bench conformance
 
 all: build
 
@@ -134,12 +134,19 @@ alerts: promtool
 	promtool check rules alerts/llm-prober-rules.yml
 	promtool test rules alerts/llm-prober-rules.test.yml
 
-# Generated files: the Grafana dashboards (from dashboards/*.go) and the
-# Kubernetes PrometheusRule (from alerts/). Tests fail when they drift.
-dashboards:
-	$(GO) run ./dashboards/gen -dir dashboards
+# Generated files, from the monitoring mixin (mixin/*.libsonnet, evaluated
+# by go-jsonnet in Go: no jsonnet binary): the Grafana dashboards
+# (dashboards/*.json), the rules file (alerts/llm-prober-rules.yml), the
+# Kubernetes PrometheusRule and the Helm chart's copy of the rules. Tests
+# fail when they drift (mixin's TestGeneratedFilesUpToDate).
+mixin:
+	$(GO) run ./mixin/gen
 
-# The Kubernetes PrometheusRule and the Helm chart's copy of the rules.
+# The dashboards come from the mixin, with the rules.
+dashboards: mixin
+
+# Only the Kubernetes PrometheusRule and the Helm chart's copy of the rules,
+# from alerts/llm-prober-rules.yml as it is (make mixin writes them too).
 deploy-rules:
 	$(GO) run ./deploy/gen
 

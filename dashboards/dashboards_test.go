@@ -46,24 +46,6 @@ func onDisk(t *testing.T) map[string][]byte {
 	return files
 }
 
-func TestGeneratedFilesUpToDate(t *testing.T) {
-	want, err := Files()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := onDisk(t)
-	for name, b := range want {
-		if !bytes.Equal(got[name], b) {
-			t.Errorf("%s differs from the generator's output: run `make dashboards` (and edit the generator, not the JSON)", name)
-		}
-	}
-	for name := range got {
-		if _, ok := want[name]; !ok {
-			t.Errorf("%s is not produced by the generator: add it to All() or remove it", name)
-		}
-	}
-}
-
 // TestStructure checks the files as Grafana will read them, through a
 // generic decode so that hand edits are checked too.
 func TestStructure(t *testing.T) {
@@ -363,7 +345,8 @@ func readsNative(expr, name string) bool {
 // TestHistogramQueriesEveryMode: a query that reads a histogram's classic
 // series also reads its native histogram, or it goes blank where
 // Prometheus stores only the native one (docs/deployment.md, "Histogram
-// modes"). Dashboard queries have exactly the shape eitherForm writes:
+// modes"). Dashboard queries have exactly the shape the mixin's eitherForm
+// writes (mixin/lib/promql.libsonnet):
 // native form, HistogramOr, classic form. test/e2e's TestHistogramModes runs
 // them all against real Prometheus in each mode.
 func TestHistogramQueriesEveryMode(t *testing.T) {

@@ -1,9 +1,11 @@
-// Package dashboards generates llm-prober's Grafana dashboards and reads
-// their queries back for tests.
+// Package dashboards holds llm-prober's Grafana dashboards and reads their
+// queries back for tests (here, and test/e2e's runs against real
+// Prometheus).
 //
-// The JSON files beside this package are generated: edit overview.go or
-// serving_stack.go and run `make dashboards`. TestGeneratedFilesUpToDate
-// fails when the files and the generator disagree.
+// The JSON files beside this package are generated from the monitoring
+// mixin: edit mixin/dashboards/*.libsonnet and run `make mixin`.
+// mixin's TestGeneratedFilesUpToDate fails when the files and the mixin
+// disagree.
 //
 // Every dashboard works both imported through the UI and provisioned from
 // files: the data source is a template variable of type datasource (no
@@ -12,7 +14,6 @@
 package dashboards
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -20,7 +21,7 @@ import (
 	"strings"
 )
 
-// Dashboard is the subset of Grafana's dashboard model the generator uses.
+// Dashboard is the subset of Grafana's dashboard model the dashboards use.
 type Dashboard struct {
 	UID           string       `json:"uid"`
 	Title         string       `json:"title"`
@@ -194,35 +195,16 @@ type Property struct {
 	Value any    `json:"value"`
 }
 
-// ds is the one data source reference every panel and query uses.
-var ds = DatasourceRef{Type: "prometheus", UID: "${datasource}"}
-
 // DatasourceVariable is the name of the datasource template variable.
 const DatasourceVariable = "datasource"
 
-// All returns every dashboard, keyed by its file name.
-func All() map[string]*Dashboard {
-	return map[string]*Dashboard{
-		"llm-prober-overview.json":      overview(),
-		"llm-prober-serving-stack.json": servingStack(),
-	}
-}
-
-// Files renders every dashboard as indented JSON, keyed by file name.
-func Files() (map[string][]byte, error) {
-	out := map[string][]byte{}
-	for name, d := range All() {
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(d); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		out[name] = b.Bytes()
-	}
-	return out, nil
-}
+// HistogramOr joins the two forms of a histogram query: the native
+// histogram's first, the classic series' after it, each on its own line
+// around a top-level "or" (docs/deployment.md, "Histogram modes"). The
+// mixin writes every top-level two-form query with it (histogramOr in
+// mixin/lib/promql.libsonnet, kept equal by mixin's TestHistogramOr), so
+// tests split queries at it to check each form on its own.
+const HistogramOr = "\nor\n"
 
 // Query is one PromQL expression of a dashboard, with where it comes from.
 type Query struct {

@@ -1,0 +1,263 @@
+// Alerts (prometheusAlerts). Runbook: docs/runbook.md, one section per
+// alert (runbook_url).
+//
+// A rule's `comment::` (hidden: Prometheus never sees it) is written above
+// it as a YAML comment in the generated alerts/llm-prober-rules.yml.
+local promql = import '../lib/promql.libsonnet';
+
+{
+  local c = $._config,
+  local ps = c.proberSelector,
+  local series(metric, matchers=[]) = promql.series(metric, [ps] + matchers),
+  local n = promql.number,
+
+  local alert(name, severity, expr, forDuration, summary, description) = {
+    alert: name,
+    expr: expr,
+    [if forDuration != '' then 'for']: forDuration,
+    labels: { severity: severity },
+    annotations: {
+      summary: summary,
+      description: description,
+      runbook_url: c.runbookURLPrefix + std.asciiLower(name),
+    },
+  },
+
+  // The SLO burn-rate alerts: one block per condition, "or" between them.
+  local sloKey = 'job, target, probe, model, slo',
+  local burnCondition(x) = |||
+    (
+        target_probe:llm_probe_slo_errors:ratio_rate%(long)s > on (%(key)s) (%(factor)s * target_probe:llm_probe_slo_error_budget:ratio)
+      and
+        target_probe:llm_probe_slo_errors:ratio_rate%(short)s > on (%(key)s) (%(factor)s * target_probe:llm_probe_slo_error_budget:ratio)
+      and
+        target_probe:llm_probe_slo_requests:increase%(short)s >= on () group_left () llm_probe:slo_min_requests:%(short)s
+    )
+  ||| % x { key: sloKey, factor: n(x.factor) },
+  local indent(s, prefix) = std.join('\n', [if l == '' then l else prefix + l for l in std.split(s, '\n')]),
+  local numberWords = ['zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten'],
+  local burnRateAlert(name, a) =
+    local fastest = std.foldl(std.max, [x.factor for x in a.conditions], 0);
+    local days = std.round(30 / fastest);
+    alert(
+      name,
+      if a.page then c.pageSeverity else c.ticketSeverity,
+      '(\n%s\n)\n' % std.join('\nor\n', [indent(std.rstripChars(burnCondition(x), '\n'), '  ') for x in a.conditions]),
+      '',
+      '{{ $labels.slo }} SLO of {{ $labels.target }}/{{ $labels.probe }} is burning its error budget' + (if a.page then ' fast' else ''),
+      'Probe {{ $labels.probe }} of target {{ $labels.target }} (model {{ $labels.model }}) misses its {{ $labels.slo }} SLO on {{ $value | humanizePercentage }} of requests in the long window' +
+      if a.page then
+        ': at this rate the 30-day budget is gone in about %s days or less.' % (if days < std.length(numberWords) then numberWords[days] else std.toString(days))
+      else ', more than the budget allows over 30 days.',
+    ),
+
+  local ttft = promql.histogramQuantileForms(n(c.ttftRegressionQuantile), 'llm_probe_time_to_first_token_seconds', [ps], 'job, target, probe, model', c.ttftRegressionWindow),
+  local ttftBefore = promql.histogramQuantileForms(n(c.ttftRegressionQuantile), 'llm_probe_time_to_first_token_seconds', [ps], 'job, target, probe, model', c.ttftRegressionWindow, c.ttftRegressionOffset),
+  local percentile = 'p' + n(std.round(c.ttftRegressionQuantile * 1e4) / 1e2),
+  local offsetText = { '1w': 'last week', '1d': 'yesterday' },
+
+  local throttleReasons = std.join('|', c.gpuThrottleReasons),
+
+  prometheusAlerts+:: {
+    groups+: [
+      {
+        name: 'llm-prober-slo.alerts',
+        rules: [
+          burnRateAlert(name, c.sloBurnRateAlerts[name]) + (
+            if name == std.objectFields(c.sloBurnRateAlerts)[0] then {
+              comment:: 'Multiwindow, multi-burn-rate alerts (Google SRE workbook, ch. 5):\n%s.' % std.join(';\n', [
+                '%s at %s' % [
+                  if c.sloBurnRateAlerts[a].page then 'page' else 'ticket',
+                  std.join(', or ', ['%sx over %s and %s' % [n(x.factor), x.long, x.short] for x in c.sloBurnRateAlerts[a].conditions]),
+                ]
+                for a in std.objectFields(c.sloBurnRateAlerts)
+              ]),
+            } else {}
+          )
+          for name in std.objectFields(c.sloBurnRateAlerts)
+        ],
+      },
+      {
+        name: 'llm-prober-probes.alerts',
+        rules: [
+          alert(
+            'LLMProbeFailing',
+            c.pageSeverity,
+            |||
+              (
+                sum by (job, instance, target, probe, model) (increase(%(failed)s[%(w)s])) >= %(min)d
+              unless
+                sum by (job, instance, target, probe, model) (increase(%(succeeded)s[%(w)s])) > 0
+              )
+              and on (job, instance, target, probe, model) %(success)s == 0
+            ||| % {
+              failed: series('llm_probe_requests_total', ['outcome!="success"']),
+              succeeded: series('llm_probe_requests_total', ['outcome="success"']),
+              success: series('llm_probe_success'),
+              w: c.probeFailingWindow,
+              min: c.probeFailingMinFailures,
+            },
+            c.probeFailingFor,
+            'Probe {{ $labels.target }}/{{ $labels.probe }} is failing',
+            'Every probe {{ $labels.probe }} sent to target {{ $labels.target }} (model {{ $labels.model }}) in the last %s failed ({{ $value }} failures). llm_probe_requests_total{outcome} says how.' % promql.durationText(c.probeFailingWindow),
+          ) + {
+            comment:: |||
+              Several consecutive runs failed: no success in %s while at
+              least %d attempts failed, and the last one failed too.
+            ||| % [promql.durationText(c.probeFailingWindow), c.probeFailingMinFailures],
+          },
+          alert(
+            'LLMProbeTTFTRegressed',
+            c.ticketSeverity,
+            '(\n%s\n)\n> %s *\n(\n%s\n)\n' % [
+              promql.eitherFormNested(ttft.native, ttft.classic),
+              n(c.ttftRegressionFactor),
+              promql.eitherFormNested(ttftBefore.native, ttftBefore.classic),
+            ],
+            c.ttftRegressionFor,
+            'TTFT %s of {{ $labels.target }}/{{ $labels.probe }} regressed against %s' % [
+              percentile,
+              if std.objectHas(offsetText, c.ttftRegressionOffset) then offsetText[c.ttftRegressionOffset] else promql.durationText(c.ttftRegressionOffset) + ' earlier',
+            ],
+            '%s time to first token of probe {{ $labels.probe }} on target {{ $labels.target }} (model {{ $labels.model }}) is {{ $value | humanizeDuration }}, more than %sx its value at the same time %s ago.' % [
+              percentile,
+              n(c.ttftRegressionFactor),
+              promql.durationText(c.ttftRegressionOffset),
+            ],
+          ) + {
+            comment:: |||
+              %s TTFT over the last %s against the same window %s ago, from
+              the native histogram, else from the classic buckets: one of them
+              is missing when Prometheus stores only the other (see "Histogram
+              modes" in docs/deployment.md). Across a switch of mode within the
+              window, one form's estimate is compared with the other's; they
+              differ by at most the width of the classic bucket involved.
+            ||| % [percentile, c.ttftRegressionWindow, promql.durationText(c.ttftRegressionOffset)],
+          },
+          alert(
+            'LLMProbesSkipped',
+            c.ticketSeverity,
+            'sum by (job, instance, target, probe, model) (rate(%s[%s])) > 0' % [series('llm_probe_skipped_total'), c.skippedProbesWindow],
+            c.skippedProbesFor,
+            'llm-prober cannot keep the schedule of {{ $labels.target }}/{{ $labels.probe }}',
+            '{{ printf "%.2f" $value }} planned probes per second of {{ $labels.probe }} on {{ $labels.target }} (model {{ $labels.model }}) are skipped, so the measured latencies under-represent slow periods.',
+          ),
+          alert(
+            'LLMProbeTLSCertExpiringSoon',
+            c.ticketSeverity,
+            'min by (job, instance, target) (%s) - time() < %d * 86400' % [series('llm_probe_tls_cert_expiry_timestamp_seconds'), c.tlsCertExpiryDays],
+            c.tlsCertExpiryFor,
+            'The TLS certificate of {{ $labels.target }} expires within %d days' % c.tlsCertExpiryDays,
+            'A certificate in the chain target {{ $labels.target }} presents expires in {{ $value | humanizeDuration }}; renew it before probes (and clients) fail with certificate errors.',
+          ) + {
+            comment:: |||
+              As blackbox_exporter users alert on probe_ssl_earliest_cert_expiry:
+              the earliest expiry in the chain the target presented, per target
+              (its probes share the server).
+            |||,
+          },
+        ],
+      },
+      {
+        name: 'llm-prober-server.alerts',
+        rules: [
+          alert(
+            'LLMServerQueueGrowing',
+            c.ticketSeverity,
+            |||
+              avg_over_time(%(waiting)s[%(avg)s]) > %(n)s
+              and deriv(%(waiting)s[%(deriv)s]) > 0
+            ||| % {
+              waiting: series('llm_server_requests_waiting'),
+              avg: c.serverQueueAvgWindow,
+              deriv: c.serverQueueDerivWindow,
+              n: n(c.serverQueueWaiting),
+            },
+            c.serverQueueFor,
+            'Request queue of {{ $labels.target }} keeps growing',
+            '{{ $labels.server }} server {{ $labels.target }} (model {{ $labels.model }}) has {{ $value | humanize }} requests waiting on average and the queue is still growing: it receives more than it can serve.',
+          ),
+          alert(
+            'LLMServerKVCacheSaturated',
+            c.ticketSeverity,
+            'avg_over_time(%s[%s]) > %s' % [series('llm_server_kv_cache_usage_ratio'), c.kvCacheWindow, n(c.kvCacheSaturatedRatio)],
+            c.kvCacheFor,
+            'KV cache of {{ $labels.target }} is full',
+            '{{ $labels.server }} server {{ $labels.target }} (model {{ $labels.model }}) uses {{ $value | humanizePercentage }} of its KV cache: new requests wait or running ones are preempted.',
+          ),
+          alert(
+            'LLMServerMetricsUnreachable',
+            c.ticketSeverity,
+            '%s == 0' % series('llm_server_up'),
+            c.serverMetricsUnreachableFor,
+            'Server metrics of {{ $labels.target }} unreachable',
+            'llm-prober {{ $labels.instance }} cannot scrape or parse the /metrics of target {{ $labels.target }}: queue and KV-cache signals are missing.',
+          ),
+        ],
+      },
+      {
+        name: 'llm-prober-gpu.alerts',
+        rules: [
+          alert(
+            'LLMGPUMemoryNearlyFull',
+            c.ticketSeverity,
+            '%s / %s > %s' % [series('llm_gpu_memory_used_bytes'), series('llm_gpu_memory_total_bytes'), n(c.gpuMemoryFullRatio)],
+            c.gpuMemoryFullFor,
+            'GPU {{ $labels.gpu }} on {{ $labels.instance }} is nearly out of memory',
+            'GPU {{ $labels.gpu }} ({{ $labels.name }}, {{ $labels.uuid }}) has {{ $value | humanizePercentage }} of its memory in use.',
+          ) + {
+            comment:: |||
+              vLLM and TensorRT-LLM reserve most GPU memory up front (vLLM's
+              default gpu_memory_utilization is 0.9), so the threshold sits
+              above that reservation: this fires on memory the server did not plan for.
+            |||,
+          },
+          alert(
+            'LLMGPUHot',
+            c.ticketSeverity,
+            '%s > %s' % [series('llm_gpu_temperature_celsius'), n(c.gpuHotCelsius)],
+            c.gpuHotFor,
+            'GPU {{ $labels.gpu }} on {{ $labels.instance }} is hot',
+            'GPU {{ $labels.gpu }} ({{ $labels.name }}, {{ $labels.uuid }}) has been at {{ $value }} °C for %s; it will throttle its clocks.' % promql.durationText(c.gpuHotFor),
+          ),
+          alert(
+            'LLMGPUThrottled',
+            c.ticketSeverity,
+            'avg_over_time(%s[%s]) > %s\n' % [series('llm_gpu_clock_throttle_reason', ['reason=~"%s"' % throttleReasons]), c.gpuThrottleWindow, n(c.gpuThrottleRatio)],
+            c.gpuThrottleFor,
+            'GPU {{ $labels.gpu }} on {{ $labels.instance }} is throttled ({{ $labels.reason }})',
+            'GPU {{ $labels.gpu }} ({{ $labels.name }}, {{ $labels.uuid }}) had its clocks held down by {{ $labels.reason }} {{ $value | humanizePercentage }} of the last %s: TPOT and TTFT rise while the server itself looks healthy.' % promql.durationText(c.gpuThrottleWindow),
+          ) + {
+            comment:: |||
+              Clocks held down by a thermal or hardware limit for most of %s.
+              gpu_idle, clock settings and sync boost are not problems;
+              sw_power_cap is left out because a busy GPU running at its power
+              limit is normal (the serving-stack dashboard still shows it).
+            ||| % promql.durationText(c.gpuThrottleWindow),
+          },
+        ],
+      },
+      {
+        name: 'llm-prober-self.alerts',
+        rules: [
+          alert(
+            'LLMProberDown',
+            c.pageSeverity,
+            'up{%s} == 0' % c.proberJobSelector,
+            c.proberDownFor,
+            'llm-prober {{ $labels.instance }} is down',
+            'Prometheus cannot scrape llm-prober {{ $labels.instance }} (job {{ $labels.job }}): no probe results, and no SLO alerts, for its targets.',
+          ),
+          alert(
+            'LLMProberConfigReloadFailed',
+            c.ticketSeverity,
+            '%s == 0' % series('llm_prober_config_last_reload_successful'),
+            c.configReloadFailedFor,
+            'llm-prober {{ $labels.instance }} cannot load its configuration',
+            'The last configuration reload of llm-prober {{ $labels.instance }} failed; it keeps probing with the previous configuration. The error is in its log and in the answer of POST /-/reload.',
+          ),
+        ],
+      },
+    ],
+  },
+}

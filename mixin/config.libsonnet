@@ -1,0 +1,148 @@
+// The settings of the llm-prober mixin. Override any of them with
+//
+//   (import 'mixin.libsonnet') + { _config+:: { proberSelector: 'job="llm-prober"' } }
+//
+// The defaults reproduce the files shipped in alerts/ and dashboards/.
+{
+  _config+:: {
+    // ---- Selectors ----------------------------------------------------------
+
+    // Label matchers added to every selector of a series the prober exports
+    // (llm_probe_*, llm_server_*, llm_gpu_*, llm_prober_*) in the rules,
+    // and to the dashboards' selectors and variable queries, e.g.
+    // 'job="llm-prober"' where other jobs export the same names. Empty:
+    // every such series, whichever job scraped it.
+    proberSelector: '',
+    // Selects the prober's scrape targets among the `up` series for
+    // LLMProberDown: `up` has no prober-specific name, so this one needs a
+    // job matcher even when proberSelector is empty. The Kubernetes
+    // ServiceMonitors of deploy/ set job: llm-prober.
+    proberJobSelector: 'job=~".*llm-prober.*"',
+    // Label matchers added to the selectors of vLLM's own series (vllm:*,
+    // scraped from vLLM directly, not through the prober) in the recording
+    // rules and the serving-stack dashboard, e.g. 'job="vllm"'.
+    vllmSelector: '',
+
+    // ---- Alerts ---------------------------------------------------------------
+
+    // Severity labels of the paging and the non-paging alerts.
+    pageSeverity: 'page',
+    ticketSeverity: 'ticket',
+    // runbook_url of each alert: this prefix and the alert's name in lower
+    // case (a section of docs/runbook.md).
+    runbookURLPrefix: 'https://github.com/llm-prober/llm-prober/blob/main/docs/runbook.md#',
+
+    // SLO error-budget burn-rate alerts (multiwindow, multi-burn-rate; Google
+    // SRE workbook, ch. 5), by name. Each fires when any of its conditions
+    // holds: the error ratio over both the long and the short window exceeds
+    // factor × the error budget, and the short window judged at least
+    // minRequests requests (probes are low-rate: with 20 probes in 5 minutes
+    // one failure is already a 5% error ratio, 5x the budget of a 99% SLO;
+    // see docs/runbook.md, "Sizing a probe's rate"). page: true pages
+    // (pageSeverity), else ticketSeverity. The recording rules record an
+    // error ratio for every window named here and a request count and a
+    // minimum for every short one (one minRequests per short window).
+    sloBurnRateAlerts: {
+      LLMProbeSLOErrorBudgetBurnFast: {
+        page: true,
+        conditions: [
+          { long: '1h', short: '5m', factor: 14.4, minRequests: 10 },
+          { long: '6h', short: '30m', factor: 6, minRequests: 30 },
+        ],
+      },
+      LLMProbeSLOErrorBudgetBurnSlow: {
+        page: false,
+        conditions: [
+          { long: '1d', short: '2h', factor: 3, minRequests: 60 },
+          { long: '3d', short: '6h', factor: 1, minRequests: 120 },
+        ],
+      },
+    },
+    // Evaluation interval of the SLO recording rules.
+    sloRulesInterval: '30s',
+
+    // LLMProbeFailing: at least this many failed attempts and no success in
+    // the window, and the last attempt failed, for `for`.
+    probeFailingMinFailures: 3,
+    probeFailingWindow: '5m',
+    probeFailingFor: '1m',
+
+    // LLMProbeTTFTRegressed: the TTFT quantile over the window is more than
+    // factor × the same quantile `offset` earlier, for `for`.
+    ttftRegressionQuantile: 0.95,
+    ttftRegressionFactor: 1.5,
+    ttftRegressionWindow: '1h',
+    ttftRegressionOffset: '1w',
+    ttftRegressionFor: '30m',
+
+    // LLMProbesSkipped: any skipped probe over the window, for `for`.
+    skippedProbesWindow: '10m',
+    skippedProbesFor: '10m',
+
+    // LLMProbeTLSCertExpiringSoon: a certificate of the chain a target
+    // presents expires within this many days.
+    tlsCertExpiryDays: 14,
+    tlsCertExpiryFor: '1h',
+
+    // LLMServerQueueGrowing: more than this many requests waiting on average
+    // over avgWindow while the queue still grows over derivWindow.
+    serverQueueWaiting: 5,
+    serverQueueAvgWindow: '5m',
+    serverQueueDerivWindow: '15m',
+    serverQueueFor: '15m',
+
+    // LLMServerKVCacheSaturated: KV cache usage ratio averaged over the
+    // window.
+    kvCacheSaturatedRatio: 0.95,
+    kvCacheWindow: '5m',
+    kvCacheFor: '10m',
+
+    serverMetricsUnreachableFor: '5m',
+
+    // LLMGPUMemoryNearlyFull: used / total device memory. vLLM and
+    // TensorRT-LLM reserve most of it up front (vLLM's default
+    // gpu_memory_utilization is 0.9), so keep this above the reservation.
+    gpuMemoryFullRatio: 0.98,
+    gpuMemoryFullFor: '10m',
+
+    // LLMGPUHot: die temperature in °C.
+    gpuHotCelsius: 85,
+    gpuHotFor: '10m',
+
+    // LLMGPUThrottled: clocks held down by one of these reasons for more
+    // than `ratio` of the window. The serving-stack dashboard shows these
+    // and sw_power_cap (a busy GPU at its power limit is normal, so it does
+    // not alert).
+    gpuThrottleReasons: ['hw_slowdown', 'sw_thermal_slowdown', 'hw_thermal_slowdown', 'hw_power_brake_slowdown'],
+    gpuThrottleRatio: 0.5,
+    gpuThrottleWindow: '10m',
+    gpuThrottleFor: '10m',
+
+    proberDownFor: '5m',
+    configReloadFailedFor: '10m',
+
+    // ---- Dashboards -----------------------------------------------------------
+
+    // uid of each dashboard: this prefix, '-', its name (overview,
+    // serving-stack). Keep uids stable: links and bookmarks use them.
+    dashboardUIDPrefix: 'llm-prober',
+    dashboardTitlePrefix: 'LLM prober / ',
+    // The first tag also links the dashboards to each other.
+    dashboardTags: ['llm-prober', 'llm', 'inference'],
+    dashboardRefresh: '30s',
+    dashboardTimeFrom: 'now-3h',
+    dashboardTimeTo: 'now',
+    dashboardTimezone: 'browser',
+    // The error-budget burn-rate panels of the overview: the windows each
+    // shows (recorded by the rules: keep them among sloBurnRateAlerts'
+    // windows), threshold lines at the factors of the named alert.
+    dashboardBurnRatePanels: [
+      { title: 'fast', windows: ['5m', '1h'], alert: 'LLMProbeSLOErrorBudgetBurnFast' },
+      { title: 'slow', windows: ['6h', '1d', '3d'], alert: 'LLMProbeSLOErrorBudgetBurnSlow' },
+    ],
+    // Threshold lines of the KV cache and GPU temperature panels: a warning
+    // line, and the alert's threshold.
+    kvCacheWarningRatio: 0.8,
+    gpuWarmCelsius: 80,
+  },
+}

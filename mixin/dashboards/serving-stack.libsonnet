@@ -1,0 +1,185 @@
+// LLM prober / Serving stack: the model server and its GPUs on one time
+// axis with the TTFT the prober measures.
+local g = import '../lib/grafana.libsonnet';
+local promql = import '../lib/promql.libsonnet';
+local common = import 'common.libsonnet';
+
+{
+  local c = $._config,
+  local ps = common.probeMatchers(c),
+  // Server series carry the server's own model label (e.g. Triton's
+  // tensorrt_llm model beside an ensemble), so they are selected by target
+  // only.
+  local ss = [c.proberSelector, common.mJob, common.mTarget],
+  local gs = [c.proberSelector, common.mJob],
+  // vLLM's own series, from Prometheus scraping vLLM directly: another
+  // job, no target label; the served model name is the probes' model.
+  local vllmSel = [c.vllmSelector, 'model_name=~"$model"'],
+  local server(metric, extra=[]) = promql.series(metric, ss + extra),
+
+  // gpuOfTargets keeps GPU series of the prober instances that probe the
+  // selected targets: with a sidecar, the GPUs of the selected server's pod.
+  local gpuOfTargets = '\nand on (job, instance)\n' + promql.series('llm_probe_requests_total', ss),
+  local gpu(metric) = promql.series(metric, gs) + gpuOfTargets,
+  // The clock throttle reasons that cost performance (gpu_idle,
+  // application and display clock settings and sync boost do not point at
+  // a problem): the LLMGPUThrottled alert's and sw_power_cap.
+  local throttlingReasons = std.join('|', ['sw_power_cap'] + c.gpuThrottleReasons),
+  local gpuLegend = '{{instance}} GPU {{gpu}}',
+
+  grafanaDashboards+:: {
+    'llm-prober-serving-stack.json': g.dashboard(
+      c,
+      'serving-stack',
+      'Serving stack',
+      "The model server's queue, batch, KV cache and server-side time breakdown, and its GPUs, on one time axis with the TTFT the prober measures. Server metrics are the normalised llm_server_* (scraped through the prober); GPU metrics come from NVML on the prober's host (sidecar deployment).",
+      common.probeVariables(c),
+      [
+        g.row('What users feel'),
+        g.timeseries(
+          'TTFT (prober) and requests waiting (server)',
+          "TTFT percentiles the prober measured (left axis) beside the server's queue (right axis, dashed): queueing shows up in TTFT first.",
+          's',
+          common.quantiles('llm_probe_time_to_first_token_seconds', ps, 'target, probe', '{{target}}/{{probe}}', ['0.5', '0.95'])
+          + [g.q('sum by (target) (%s)' % server('llm_server_requests_waiting'), '{{target}} waiting')],
+        ) + g.withRightAxis('short', ['C']) + g.size(24, 8),
+        g.timeseries(
+          "TTFT: the prober's and the server's own",
+          "The TTFT the prober measured beside what the server reports of itself. vLLM: p95 of its own vllm:time_to_first_token_seconds and vllm:request_queue_time_seconds, from Prometheus scraping vLLM's /metrics directly, matched to the probes by model name (model_name). Servers that export only totals (Triton's queue duration counter, TGI, SGLang, and vLLM through the prober): the mean queue time per request from llm_server_phase_seconds_total / llm_server_phase_requests_total. The prober's TTFT minus the server's is the network, proxies and the client; a server TTFT that rises with the prober's is the server.",
+          's',
+          common.quantiles('llm_probe_time_to_first_token_seconds', ps, 'target, probe', '{{target}}/{{probe}}', ['0.5', '0.95'])
+          + [
+            g.q(promql.histogramQuantile('0.95', 'vllm:time_to_first_token_seconds', vllmSel, 'model_name', '$__rate_interval'), 'p95 {{model_name}} vLLM TTFT'),
+            g.q(promql.histogramQuantile('0.95', 'vllm:request_queue_time_seconds', vllmSel, 'model_name', '$__rate_interval'), 'p95 {{model_name}} vLLM queue'),
+            g.q(
+              'sum by (target) (rate(%s[$__rate_interval]))\n/\nsum by (target) (rate(%s[$__rate_interval]))'
+              % [server('llm_server_phase_seconds_total', ['phase="queue"']), server('llm_server_phase_requests_total', ['phase="queue"'])],
+              'mean {{target}} server queue',
+            ),
+          ],
+        ) + g.size(24, 8),
+
+        g.row('Model server'),
+        g.timeseries(
+          'Requests waiting and running',
+          'llm_server_requests_waiting (queued, not yet scheduled) and llm_server_requests_running (in the running batch).',
+          'short',
+          [
+            g.q(server('llm_server_requests_waiting'), '{{target}} {{model}} waiting'),
+            g.q(server('llm_server_requests_running'), '{{target}} {{model}} running'),
+          ],
+        ) + g.size(12, 8),
+        g.timeseries(
+          'Batch size',
+          'llm_server_batch_size where the server reports one (Triton TensorRT-LLM scheduled requests, TGI); on vLLM and SGLang the running count is the batch.',
+          'short',
+          [g.q(server('llm_server_batch_size'), '{{target}} {{model}}')],
+        ) + g.size(12, 8),
+        g.timeseries(
+          'KV cache usage',
+          'Fraction of the KV cache in use. Near 1, new requests wait or running ones are preempted (LLMServerKVCacheSaturated at %s).' % promql.number(c.kvCacheSaturatedRatio),
+          'percentunit',
+          [g.q(server('llm_server_kv_cache_usage_ratio'), '{{target}} {{model}}')],
+        ) + g.withMax(1) + g.withThresholdLines([c.kvCacheWarningRatio, c.kvCacheSaturatedRatio]) + g.size(12, 8),
+        g.timeseries(
+          'Server time per request by phase',
+          "Mean seconds a request spent in each server-side phase: queue, compute (prefill + decode), prefill, decode, e2e; Triton also compute_input / compute_infer / compute_output. Set beside the prober's TTFT and duration.",
+          's',
+          [g.q(
+            'sum by (target, phase) (rate(%s[$__rate_interval]))\n/\nsum by (target, phase) (rate(%s[$__rate_interval]))'
+            % [server('llm_server_phase_seconds_total'), server('llm_server_phase_requests_total')],
+            '{{target}} {{phase}}',
+          )],
+        ) + g.size(12, 8),
+        g.timeseries(
+          'Server requests finished',
+          'Requests the server finished per second, as the server counts them (all clients, not only the prober).',
+          'reqps',
+          [g.q('sum by (target, result) (rate(%s[$__rate_interval]))' % server('llm_server_requests_total'), '{{target}} {{result}}')],
+        ) + g.size(12, 8),
+        g.timeseries(
+          'Server tokens per second',
+          'Prompt tokens processed and tokens generated by the server, all clients.',
+          'suffix: tok/s',
+          [
+            g.q('sum by (target) (rate(%s[$__rate_interval]))' % server('llm_server_prompt_tokens_total'), '{{target}} prompt'),
+            g.q('sum by (target) (rate(%s[$__rate_interval]))' % server('llm_server_generation_tokens_total'), '{{target}} generation'),
+          ],
+        ) + g.size(12, 8),
+        g.stat(
+          'Server metrics reachable',
+          "llm_server_up: 0 when the prober cannot fetch or understand the server's /metrics (see the prober's log).",
+          'none',
+          common.okSteps,
+          [g.instant('max by (target) (%s)' % server('llm_server_up'), '{{target}}')],
+        ) + common.okMapping('DOWN', 'UP') + g.size(12, 6),
+        g.timeseries(
+          'Server metrics scrape duration',
+          "How long fetching each server's /metrics took.",
+          's',
+          [g.q(server('llm_server_scrape_duration_seconds'), '{{target}}')],
+        ) + g.size(12, 6),
+
+        g.row("GPUs (NVML, on the prober's host)"),
+        g.timeseries(
+          'GPU utilisation',
+          'Fraction of time at least one kernel ran (not SM occupancy).',
+          'percentunit',
+          [g.q(gpu('llm_gpu_utilization_ratio'), gpuLegend)],
+        ) + g.withMax(1) + g.size(12, 8),
+        g.timeseries(
+          'GPU memory bandwidth utilisation',
+          'Fraction of time device memory was read or written: decode is usually memory-bound, so this tracks TPOT.',
+          'percentunit',
+          [g.q(gpu('llm_gpu_memory_bandwidth_utilization_ratio'), gpuLegend)],
+        ) + g.withMax(1) + g.size(12, 8),
+        g.timeseries(
+          'GPU memory',
+          'Used and total device memory. vLLM and TensorRT-LLM reserve most of it for the KV cache at start.',
+          'bytes',
+          [
+            g.q(gpu('llm_gpu_memory_used_bytes'), gpuLegend + ' used'),
+            g.q(gpu('llm_gpu_memory_total_bytes'), gpuLegend + ' total'),
+          ],
+        ) + g.size(12, 8),
+        g.timeseries(
+          'GPU power',
+          'Board power draw and the enforced limit.',
+          'watt',
+          [
+            g.q(gpu('llm_gpu_power_watts'), gpuLegend),
+            g.q(gpu('llm_gpu_power_limit_watts'), gpuLegend + ' limit'),
+          ],
+        ) + g.size(12, 8),
+        g.timeseries(
+          'GPU temperature',
+          'Die temperature; LLMGPUHot fires above %s °C.' % promql.number(c.gpuHotCelsius),
+          'celsius',
+          [g.q(gpu('llm_gpu_temperature_celsius'), gpuLegend)],
+        ) + g.withThresholdLines([c.gpuWarmCelsius, c.gpuHotCelsius]) + g.size(8, 8),
+        g.timeseries(
+          'GPU SM clock',
+          'Current SM clock; drops with throttling.',
+          'hertz',
+          [g.q(gpu('llm_gpu_sm_clock_hertz'), gpuLegend)],
+        ) + g.size(8, 8),
+        g.timeseries(
+          'GPU clock throttle reasons',
+          'Reasons NVML reports for holding clocks down, excluding gpu_idle (normal) and application/display settings. LLMGPUThrottled fires when a thermal or hardware reason persists; sw_power_cap alone is normal for a busy GPU.',
+          'short',
+          [g.q(
+            'max by (job, instance, gpu, reason) (%s)%s'
+            % [promql.series('llm_gpu_clock_throttle_reason', gs + ['reason=~"%s"' % throttlingReasons]), gpuOfTargets],
+            gpuLegend + ' {{reason}}',
+          )],
+        ) + g.withStack + g.size(8, 8),
+        g.timeseries(
+          'GPU energy',
+          'Energy the GPUs used per second (watts, from the energy counter), to set beside tokens per second.',
+          'watt',
+          [g.q('rate(%s[$__rate_interval])%s' % [promql.series('llm_gpu_energy_joules_total', gs), gpuOfTargets], gpuLegend)],
+        ) + g.size(24, 6),
+      ],
+    ),
+  },
+}
