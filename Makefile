@@ -158,11 +158,14 @@ SOAK_DURATION ?= 10m
 soak:
 	SOAK_DURATION=$(SOAK_DURATION) $(GO) test ./test/soak -run '^TestSoak$$' -count=1 -v -timeout 4h
 
-# Performance harness (docs/performance.md): the simulator in its own
-# process; the prober and a raw net/http client at 1, 16, 64 and 256 streams,
-# Poisson 200/s and bursts of 64; the daemon with 100 probes; the hot-path
-# and /metrics benchmarks. Prints plain tables to diff between runs. `make
-# test` only compiles and vets it. BENCH_FLAGS e.g. -step-duration 20s.
+# Performance harness (docs/performance.md), about 10 minutes: the
+# simulator in its own process; client overhead against its ground truth at
+# 1, 16 and 64 streams; CPU of the prober vs a raw net/http client in
+# interleaved pairs; the daemon with 100 and 1000 probes (RSS, /metrics);
+# bursts of 64 with and without the release barrier; 200/s constant and
+# Poisson; the hot-path and /metrics benchmarks. Prints plain tables to diff
+# between runs. `make test` only compiles, vets and unit-tests its
+# arithmetic. BENCH_FLAGS e.g. -sections bursts -burst-duration 60s.
 BENCH_FLAGS ?=
 bench: build
 	$(GO) run ./test/perf/cmd/perf -bin ./$(BINARY) -go $(GO) $(BENCH_FLAGS)

@@ -156,8 +156,19 @@ func (e *Engine) Apply(cfg *config.Config) {
 	e.targets = newTargets
 }
 
+// BurstLead is how long before a burst's planned time its requests are
+// prepared (built, connections made) to be released together at that
+// time (schedule.Job.BurstLead). It bounds the connection setup a burst
+// can do ahead: 64 TLS handshakes over a 50 ms path take about that long;
+// requests not ready by then are written as soon as they are, which shows
+// in the burst spread and the schedule lag. It is also how long a pooled
+// connection is held unused before its request is written, well inside
+// common keep-alive timeouts (5 s and more).
+const BurstLead = 250 * time.Millisecond
+
 // job is p on its schedule: each ticket sends one request and accounts
-// for it.
+// for it. A burst's runs start BurstLead ahead, scheduled and in flight
+// from then, and wait for the release inside SendAt.
 func (e *Engine) job(p *Probe, spec schedule.Spec, fp string, limiter *schedule.Limiter) schedule.Job {
 	logger := e.logger.With("target", p.Target, "probe", p.Name)
 	health := &transitions{ok: true}
@@ -172,6 +183,7 @@ func (e *Engine) job(p *Probe, spec schedule.Spec, fp string, limiter *schedule.
 			e.metrics.Skipped(p.Target, p.Name, reason)
 		},
 		BurstSpread: func(d time.Duration) { e.metrics.ObserveBurstSpread(p.Target, p.Name, d) },
+		BurstLead:   BurstLead,
 		Run: func(ctx context.Context, tk schedule.Ticket) bool {
 			// Counted before anything can fail, and out of flight only once
 			// the result is recorded: scheduled = requests + skipped + in
@@ -179,7 +191,7 @@ func (e *Engine) job(p *Probe, spec schedule.Spec, fp string, limiter *schedule.
 			e.metrics.Scheduled(p.Target, p.Name)
 			e.metrics.InFlight(p.Target, p.Name, 1)
 			defer e.metrics.InFlight(p.Target, p.Name, -1)
-			sent := p.Send(ctx)
+			sent := p.SendAt(ctx, tk.Release(), tk.Planned)
 			res := sent.Result
 			tk.Sent(res.Start)
 			e.metrics.ObserveScheduleLag(p.Target, p.Name, max(res.Start.Sub(tk.Planned), 0))

@@ -52,11 +52,32 @@ func (s Sent) Request() *probe.Request { return s.Draw.Request }
 // Send draws the probe's next request and sends it within the probe's
 // timeout (and ctx). The Result is never nil.
 func (p *Probe) Send(ctx context.Context) Sent {
+	return p.SendAt(ctx, nil, time.Time{})
+}
+
+// SendAt is Send for a request prepared ahead of its release: the request
+// is drawn and built, and its connection made, now; it is written once
+// release is closed, which the caller closes at at (a burst's planned
+// time: schedule.Ticket.Release). The probe's timeout counts from at, not
+// from now. A nil release is Send.
+func (p *Probe) SendAt(ctx context.Context, release <-chan struct{}, at time.Time) Sent {
 	draw := p.Workload.Draw(p.Model)
 	draw.Request.Stream = p.Stream
-	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
+	var cancel context.CancelFunc
+	if release == nil {
+		ctx, cancel = context.WithTimeout(ctx, p.Timeout)
+	} else {
+		ctx, cancel = context.WithDeadline(probe.WithRelease(ctx, release), later(at, time.Now()).Add(p.Timeout))
+	}
 	defer cancel()
 	return Sent{Draw: draw, Result: p.Driver.Probe(ctx, draw.Request)}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // newProbe is a configured probe of t over driver d.

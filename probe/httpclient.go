@@ -82,7 +82,7 @@ func newHTTPTarget(opts TargetOptions, logger *slog.Logger) (*httpTarget, error)
 		// the server, and an unnoticed HTTP_PROXY would change it. A
 		// proxy is used when configured (setProxy).
 		Proxy:               nil,
-		DialContext:         dialer.DialContext,
+		DialContext:         dialGated(dialer.DialContext), // held requests: release.go
 		TLSClientConfig:     tlsCfg,
 		TLSHandshakeTimeout: opts.ConnectTimeout,
 		// A custom dialer and TLS config switch HTTP/2 off unless forced;
@@ -229,7 +229,14 @@ func (t *httpTarget) send(ctx context.Context, r *Result, endpoint string, body 
 			return nil
 		}
 	}
-	resp, gotConn, err := ex.attempt(t.client, r, endpoint, body, stream)
+	release := releaseOf(ctx)
+	resp, gotConn, err := ex.attempt(t.client, r, endpoint, body, stream, release)
+	if err != nil && release != nil && !ex.trace.wasReleased() && !errors.Is(err, errBuildRequest) && waitRelease(ex.ctx, release) {
+		// Preparing failed before the release (no connection could be
+		// made, say): nothing was written. Send at the release as an
+		// unprepared request would, and measure that.
+		resp, gotConn, err = ex.attempt(t.client, r, endpoint, body, stream, nil)
+	}
 	if err != nil && ex.staleConnection(err) {
 		// A POST is not replayable, so net/http does not retry it when a
 		// pooled connection turns out dead after the request was written
@@ -238,7 +245,7 @@ func (t *httpTarget) send(ctx context.Context, r *Result, endpoint string, body 
 		// take the request: send it once more, on a new connection, and
 		// measure that attempt.
 		r.Retry = &Retry{Reason: retryReason(err), Err: t.redact(unwrapURLError(err))}
-		resp, gotConn, err = ex.attempt(t.fresh, r, endpoint, body, stream)
+		resp, gotConn, err = ex.attempt(t.fresh, r, endpoint, body, stream, nil)
 	}
 	if errors.Is(err, errBuildRequest) {
 		ex.cancel(nil)
@@ -277,10 +284,16 @@ func (t *httpTarget) send(ctx context.Context, r *Result, endpoint string, body 
 // attempt sends one POST over client and waits for the response head; it
 // sets r.Start, r.Phases and ex's trace and start for this attempt.
 // gotConn reports whether a connection was obtained. A request that
-// cannot be built is reported as errBuildRequest.
-func (ex *exchange) attempt(client *http.Client, r *Result, endpoint string, body []byte, stream bool) (*http.Response, bool, error) {
+// cannot be built is reported as errBuildRequest. With a release, the
+// request is held until it is closed (release.go) and Start is when it
+// was let through.
+func (ex *exchange) attempt(client *http.Client, r *Result, endpoint string, body []byte, stream bool, release <-chan struct{}) (*http.Response, bool, error) {
 	ex.trace = &traceRecorder{}
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ex.ctx, ex.trace.clientTrace()),
+	ct := ex.trace.clientTrace()
+	if release != nil {
+		ex.trace.holdHooks(ct, ex.ctx, release, !ex.t.opts.NewConnectionPerProbe)
+	}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ex.ctx, ct),
 		http.MethodPost, endpoint, bytes.NewReader(body))
 	if err != nil {
 		r.Start = time.Now()
@@ -296,9 +309,13 @@ func (ex *exchange) attempt(client *http.Client, r *Result, endpoint string, bod
 	// connection (DNS, connect, TLS when none is pooled) and writing the
 	// request, as the TTFT definition requires, but none of our own
 	// marshalling. The phases are exported separately for both views.
+	// A held request takes Start when it is let through instead.
 	r.Start = time.Now()
 	ex.start = r.Start
 	resp, err := client.Do(req)
+	if at, ok := ex.trace.released(); ok {
+		r.Start, ex.start = at, at
+	}
 	var gotConn bool
 	r.Phases, gotConn = ex.trace.phases()
 	return resp, gotConn, err
@@ -580,6 +597,8 @@ type traceRecorder struct {
 	tlsStart, tlsDone    time.Time
 	gotConn, wrote, resp time.Time
 	reused               bool
+	// start is when a request held for a release was let through.
+	start time.Time
 }
 
 func (tr *traceRecorder) set(dst *time.Time) {
@@ -642,7 +661,12 @@ func (tr *traceRecorder) phases() (p Phases, gotConn bool) {
 	p.DNS, p.HasDNS = span(tr.dnsStart, tr.dnsDone)
 	p.Connect, p.HasConnect = span(tr.connStart, tr.connDone)
 	p.TLS, p.HasTLS = span(tr.tlsStart, tr.tlsDone)
-	p.Write, p.HasWrite = span(tr.gotConn, tr.wrote)
+	// A request held on its connection starts writing at its release.
+	writeFrom := tr.gotConn
+	if tr.start.After(writeFrom) {
+		writeFrom = tr.start
+	}
+	p.Write, p.HasWrite = span(writeFrom, tr.wrote)
 	p.FirstByte, p.HasFirstByte = span(tr.wrote, tr.resp)
 	p.ConnectionReused = tr.reused
 	return p, !tr.gotConn.IsZero()

@@ -245,11 +245,31 @@ func (d *tritonGRPCDriver) Probe(ctx context.Context, req *Request) *Result {
 		}
 		r.Phases = Phases{}
 	}
+	prepared := false
+	if release := releaseOf(ctx); release != nil {
+		// Held for a release (WithRelease): the request is built; bring
+		// the channel to READY now (a channel of its own, for
+		// new_connection_per_probe, connects after the release, inside
+		// TTFT) and keep the phases of that connection.
+		if conn == d.conn {
+			prep := &Result{Start: time.Now()}
+			if prepared = d.connect(ctx, conn, ct, prep); prepared {
+				r.Phases = prep.Phases
+			}
+		}
+		if !waitRelease(ctx, release) {
+			r.Start = time.Now()
+			r.Outcome, r.Err = OutcomeTimeout, fmt.Errorf("probe cancelled while waiting for its release: %w", ctx.Err())
+			return r
+		}
+	}
 	// Start includes getting a connection when none is up, as TTFT does
 	// for the HTTP drivers; its dns, connect and tls phases are reported.
 	r.Start = time.Now()
-	if !d.connect(ctx, conn, ct, r) {
-		return r
+	if !prepared || conn.GetState() != connectivity.Ready {
+		if !d.connect(ctx, conn, ct, r) {
+			return r
+		}
 	}
 	client := tritonpb.NewGRPCInferenceServiceClient(conn)
 	if req.Stream || d.triton.Decoupled {

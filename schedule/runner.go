@@ -38,6 +38,18 @@ type Ticket struct {
 	burst   *burstGroup
 }
 
+// Release returns, for a ticket handed out ahead of its planned time (a
+// burst of a job with a BurstLead), a channel closed at Planned: the run
+// prepares its request and writes it only once the channel is closed, so
+// the burst's requests go out together. It is nil for every other ticket,
+// whose run starts at the planned time and sends at once.
+func (t Ticket) Release() <-chan struct{} {
+	if t.burst == nil {
+		return nil
+	}
+	return t.burst.release
+}
+
 // Sent tells the scheduler when the request actually went out. Bursts use
 // it to report the spread of their send times; for other tickets it does
 // nothing.
@@ -66,6 +78,15 @@ type Job struct {
 	// BurstSpread receives, per burst, the time between the first and the
 	// last actual send of its requests (from Ticket.Sent).
 	BurstSpread func(time.Duration)
+	// BurstLead, when positive, starts a burst's runs this long before
+	// its planned time (at most half the time between bursts), with
+	// tickets whose Release is closed at the planned time: the runs build
+	// their requests and get their connections meanwhile and are released
+	// together. Slots (MaxInFlight, Limiter) are taken when the runs
+	// start, so an arrival that finds them taken is skipped then, as
+	// without a lead. Zero starts the runs at the planned time. Other
+	// schedule kinds ignore it.
+	BurstLead time.Duration
 }
 
 // Options configure a Runner.
@@ -265,6 +286,7 @@ func (s *jobState) sleepUntil(t time.Time) bool {
 func (s *jobState) openLoop(m mode, from, end time.Time) {
 	arr := m.newArrivals(from, s.rng)
 	overdue := s.j.Spec.overdueAfter(m)
+	lead := s.burstLead(m)
 	for {
 		planned, n := arr.next()
 		if planned.IsZero() {
@@ -275,7 +297,7 @@ func (s *jobState) openLoop(m mode, from, end time.Time) {
 			s.sleepUntil(end)
 			return
 		}
-		if !s.sleepUntil(planned) {
+		if !s.sleepUntil(planned.Add(-lead)) {
 			return
 		}
 		if !s.j.Spec.Active.Active(planned) {
@@ -290,8 +312,11 @@ func (s *jobState) openLoop(m mode, from, end time.Time) {
 			continue
 		}
 		var group *burstGroup
-		if n > 1 {
+		if n > 1 || lead > 0 {
 			group = &burstGroup{report: s.j.BurstSpread}
+		}
+		if lead > 0 {
+			group.release = make(chan struct{})
 		}
 		sent := 0
 		for range n {
@@ -300,7 +325,40 @@ func (s *jobState) openLoop(m mode, from, end time.Time) {
 			}
 		}
 		group.seal(sent)
+		if lead > 0 && sent > 0 {
+			s.releaseAt(group.release, planned)
+		}
 	}
+}
+
+// burstLead is how long before a burst of m its runs start: the job's
+// BurstLead, at most half the mean time between bursts; zero for the
+// other schedule kinds.
+func (s *jobState) burstLead(m mode) time.Duration {
+	if m.burst <= 0 || s.j.BurstLead <= 0 {
+		return 0
+	}
+	return max(min(s.j.BurstLead, m.meanInterval()/2), 0)
+}
+
+// releaseAt closes release at t, or at once when the runner's runs are
+// cancelled (their sends then fail at once instead of waiting). It is
+// counted with the in-flight runs, so Stop waits for it. It does not
+// depend on the job's own context: runs already started for a burst are
+// released at its planned time even when the job stops meanwhile, and
+// sent and recorded like any other in-flight run.
+func (s *jobState) releaseAt(release chan struct{}, t time.Time) {
+	s.r.inflight.Add(1)
+	timer := s.clock.NewTimer(t.Sub(s.clock.Now()))
+	go func() {
+		defer s.r.inflight.Done()
+		defer timer.Stop()
+		select {
+		case <-timer.C():
+		case <-s.r.runCtx.Done():
+		}
+		close(release)
+	}()
 }
 
 func (s *jobState) skip(reason string) {
@@ -467,6 +525,9 @@ func (s *jobState) pushFreed(t time.Time) {
 // burstGroup collects the actual send times of one burst's requests.
 type burstGroup struct {
 	report func(time.Duration)
+	// release is closed at the burst's planned time when its runs were
+	// started ahead of it (Job.BurstLead); nil otherwise.
+	release chan struct{}
 
 	mu                 sync.Mutex
 	first, last        time.Time

@@ -258,6 +258,7 @@ func (j *job) emit(ev event) error {
 	if b == nil {
 		return nil
 	}
+	before := time.Now()
 	if _, err := j.w.Write(b); err != nil {
 		return errClientGone
 	}
@@ -270,6 +271,7 @@ func (j *job) emit(ev event) error {
 		content = c.carriesContent(ev, j.p)
 	}
 	j.entry.addChunk(now, ev.kind, ev.tokens, content)
+	j.entry.wroteFirst(before, content)
 	j.tokensOut(now, ev.tokens)
 	return nil
 }

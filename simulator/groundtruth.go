@@ -22,6 +22,8 @@ type RequestRecord struct {
 	// Done is false while the request is still being served.
 	Done bool `json:"done"`
 
+	// ReceivedUnixNano is when the request had been read whole (for the
+	// HTTP protocols: after its body was read).
 	ReceivedUnixNano int64 `json:"received_unix_nano"`
 	// ModelLoadNanos is how long the request waited for the model to be
 	// loaded (faults.model_load_delay, the model_load fault); 0 when it
@@ -31,7 +33,14 @@ type RequestRecord struct {
 	// FirstTokenUnixNano is the flush of the first chunk carrying output
 	// (content or reasoning), the server's view of TTFT.
 	FirstTokenUnixNano int64 `json:"first_token_unix_nano,omitempty"`
-	FinishedUnixNano   int64 `json:"finished_unix_nano,omitempty"`
+	// FirstTokenWriteUnixNano is taken just before that chunk was handed
+	// to the connection (HTTP protocols): no client can read it earlier,
+	// whereas FirstTokenUnixNano, taken after the write returned, can be
+	// later than the client's read. FirstTokenWriteUnixNano −
+	// ReceivedUnixNano is the server's own share of TTFT, never more than
+	// the client's TTFT.
+	FirstTokenWriteUnixNano int64 `json:"first_token_write_unix_nano,omitempty"`
+	FinishedUnixNano        int64 `json:"finished_unix_nano,omitempty"`
 
 	PromptTokens int `json:"prompt_tokens"`
 	MaxTokens    int `json:"max_tokens"`
@@ -137,6 +146,19 @@ func (e *truthEntry) addChunk(at time.Time, kind string, tokens int, content boo
 		return
 	}
 	e.rec.Chunks = append(e.rec.Chunks, ChunkRecord{UnixNano: ns, Kind: kind, Tokens: tokens, Content: content})
+}
+
+// wroteFirst records, for a chunk carrying output, when its write began;
+// only the first counts.
+func (e *truthEntry) wroteFirst(before time.Time, content bool) {
+	if !content {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.rec.FirstTokenWriteUnixNano == 0 {
+		e.rec.FirstTokenWriteUnixNano = before.UnixNano()
+	}
 }
 
 // finish marks the record complete; only the first call counts.

@@ -14,11 +14,31 @@ import (
 	"time"
 )
 
-// daemonStats is the daemon with 100 probes configured, probing the
+// daemonConfig is how many probes the daemon runs and how often each
+// sends.
+type daemonConfig struct {
+	targets, probesPerTarget int
+	every                    time.Duration
+	duration                 time.Duration
+}
+
+func (c daemonConfig) probes() int { return c.targets * c.probesPerTarget }
+
+// daemonConfigs: 100 probes every 2 s (50 requests/s), and 1 000 probes
+// every 10 s (100 requests/s: the simulator and the daemon share the
+// machine's two cores with this process), each run long enough that every
+// probe has results, so every series a probe can have exists.
+func daemonConfigs(o options) []daemonConfig {
+	return []daemonConfig{
+		{targets: 10, probesPerTarget: 10, every: 2 * time.Second, duration: o.daemonDuration},
+		{targets: 20, probesPerTarget: 50, every: 10 * time.Second, duration: o.daemonDuration * 3 / 2},
+	}
+}
+
+// daemonStats is the daemon with many probes configured, probing the
 // simulator: its memory and its /metrics.
 type daemonStats struct {
-	probes         int
-	duration       time.Duration
+	cfg            daemonConfig
 	rssMax, rssEnd float64
 	// rssSamples are taken every second while probing, before /metrics
 	// is scraped; rssAfterScrapes after the timed scrapes.
@@ -35,9 +55,6 @@ type scrapeStats struct {
 }
 
 const (
-	daemonTargets          = 10
-	daemonProbesPerTarget  = 10
-	daemonProbeEvery       = "2s"
 	daemonMetricsScrapes   = 20
 	acceptProtobuf         = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"
 	acceptText             = "text/plain;version=0.0.4"
@@ -45,16 +62,16 @@ const (
 	daemonStartupAllowance = 15 * time.Second
 )
 
-// daemonConfig is 10 targets × 10 probes, each probe every 2 s with SLOs,
-// so every series the daemon can export for a probe exists.
-func daemonConfig(simURL string, tokens int) string {
+// yaml is the configuration: every probe with SLOs set, so every series
+// the daemon can export for a probe exists.
+func (c daemonConfig) yaml(simURL string, tokens int) string {
 	var b strings.Builder
 	b.WriteString("targets:\n")
-	for t := range daemonTargets {
+	for t := range c.targets {
 		fmt.Fprintf(&b, "  - name: sim-%02d\n    protocol: openai_chat\n    url: %s\n    model: sim-llm\n    timeout: 30s\n    probes:\n", t, simURL)
-		for p := range daemonProbesPerTarget {
-			fmt.Fprintf(&b, "      - name: probe-%02d\n        workload: perf\n        schedule: {every: %s, jitter: %s}\n        slo: {ttft: 250ms, tpot: 20ms, objective: 0.99}\n",
-				p, daemonProbeEvery, daemonProbeEvery)
+		for p := range c.probesPerTarget {
+			fmt.Fprintf(&b, "      - name: probe-%03d\n        workload: perf\n        schedule: {every: %s, jitter: %s}\n        slo: {ttft: 250ms, tpot: 20ms, objective: 0.99}\n",
+				p, c.every, c.every)
 		}
 	}
 	fmt.Fprintf(&b, "workloads:\n  perf:\n    prompts:\n      inline: [%q]\n    max_tokens: %d\n    ignore_eos: true\n", prompt, tokens)
@@ -62,10 +79,10 @@ func daemonConfig(simURL string, tokens int) string {
 	return b.String()
 }
 
-func measureDaemon(ctx context.Context, o options, sim *simProcess) (daemonStats, error) {
-	ds := daemonStats{probes: daemonTargets * daemonProbesPerTarget, duration: o.daemonDuration}
-	cfgFile := filepath.Join(sim.dir, "llm-prober.yml")
-	if err := os.WriteFile(cfgFile, []byte(daemonConfig(sim.url, o.outputTokens)), 0o600); err != nil {
+func measureDaemon(ctx context.Context, o options, sim *simProcess, dc daemonConfig) (daemonStats, error) {
+	ds := daemonStats{cfg: dc}
+	cfgFile := filepath.Join(sim.dir, fmt.Sprintf("llm-prober-%d.yml", dc.probes()))
+	if err := os.WriteFile(cfgFile, []byte(dc.yaml(sim.url, o.outputTokens)), 0o600); err != nil {
 		return ds, err
 	}
 	addr, err := freeAddr()
@@ -88,7 +105,7 @@ func measureDaemon(ctx context.Context, o options, sim *simProcess) (daemonStats
 	}
 	pid := cmd.Process.Pid
 	cpu0, t0 := procCPU(pid), time.Now()
-	for end := time.Now().Add(o.daemonDuration); time.Now().Before(end); {
+	for end := time.Now().Add(dc.duration); time.Now().Before(end); {
 		select {
 		case <-ctx.Done():
 			return ds, ctx.Err()
@@ -185,19 +202,27 @@ func procCPU(pid int) time.Duration {
 	return time.Duration(ut+st) * time.Second / clockTicksPerSecond
 }
 
-func printDaemon(out io.Writer, d daemonStats) {
-	fmt.Fprintf(out, "\n## Daemon with %d probes (%d targets × %d, every %s, against the simulator), measured for %v\n",
-		d.probes, daemonTargets, daemonProbesPerTarget, daemonProbeEvery, d.duration)
+func printDaemon(out io.Writer, rows []daemonStats) {
+	fmt.Fprintln(out, "## (c) Daemon against the simulator: RSS, and /metrics over HTTP (20 text + 20 protobuf scrapes, gzip as Prometheus asks)")
 	tw := newTable(out)
-	fmt.Fprintln(tw, "requests\tcpu_%\trss_max_MB\trss_end_MB\ttext_bytes\ttext_p50_ms\ttext_max_ms\tproto_bytes\tproto_p50_ms\tproto_max_ms\t")
+	fmt.Fprintln(tw, "probes\ttargets\tevery\tprobing_s\trequests\tcpu_%\trss_probing_last_MB\trss_probing_max_MB\trss_after_scrapes_MB\ttext_bytes\ttext_p50_ms\ttext_max_ms\tproto_bytes\tproto_p50_ms\tproto_max_ms\t")
 	ms := func(d time.Duration) string { return num(float64(d.Microseconds())/1000, 2) }
-	fmt.Fprintf(tw, "%.0f\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t\n", d.requests, num(d.cpuPercent, 1),
-		num(d.rssMax, 1), num(d.rssEnd, 1), d.text.bytes, ms(d.text.p50), ms(d.text.max),
-		d.proto.bytes, ms(d.proto.p50), ms(d.proto.max))
-	tw.Flush()
-	fmt.Fprintf(out, "rss_MB while probing (1/s, before any scrape):")
-	for _, r := range d.rssSamples {
-		fmt.Fprintf(out, " %.1f", r)
+	for _, d := range rows {
+		maxProbing := 0.0
+		for _, r := range d.rssSamples {
+			maxProbing = max(maxProbing, r)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t\n", d.cfg.probes(), d.cfg.targets, d.cfg.every,
+			d.cfg.duration.Seconds(), d.requests, num(d.cpuPercent, 1),
+			num(d.rssEnd, 1), num(maxProbing, 1), num(d.rssAfterScrapes, 1), d.text.bytes, ms(d.text.p50), ms(d.text.max),
+			d.proto.bytes, ms(d.proto.p50), ms(d.proto.max))
 	}
-	fmt.Fprintf(out, "; after %d text + %d protobuf scrapes: %.1f\n", daemonMetricsScrapes, daemonMetricsScrapes, d.rssAfterScrapes)
+	tw.Flush()
+	for _, d := range rows {
+		fmt.Fprintf(out, "%d probes, rss_MB while probing (1/s, before any scrape):", d.cfg.probes())
+		for _, r := range d.rssSamples {
+			fmt.Fprintf(out, " %.1f", r)
+		}
+		fmt.Fprintln(out)
+	}
 }

@@ -8,9 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,63 +20,47 @@ import (
 	"github.com/prometheus/common/promslog"
 
 	"github.com/llm-prober/llm-prober/collector"
+	"github.com/llm-prober/llm-prober/engine"
 	"github.com/llm-prober/llm-prober/probe"
 	"github.com/llm-prober/llm-prober/schedule"
+	"github.com/llm-prober/llm-prober/workload"
 )
 
-// stepKind is the shape of one load step.
-type stepKind int
+// shapeKind is the traffic shape of one measured window.
+type shapeKind int
 
 const (
-	closedLoop  stepKind = iota // n streams kept in flight
-	poissonRate                 // open loop, rate requests/s
-	burstEvery                  // n requests at once every burstPeriod
+	closedLoop   shapeKind = iota // n streams kept in flight
+	poissonRate                   // open loop, Poisson arrivals at rate/s
+	constantRate                  // open loop, evenly spaced at rate/s
+	burstEvery                    // n requests at once every burstPeriod
 )
 
 const burstPeriod = time.Second
 
-type step struct {
-	name string
-	kind stepKind
+type shape struct {
+	kind shapeKind
 	n    int
 	rate float64
+	// lead is the burst lead (schedule.Job.BurstLead) of a burst shape.
+	lead time.Duration
 }
 
-func parseSteps(s string) ([]step, error) {
-	var out []step
-	if strings.TrimSpace(s) == "" {
-		return nil, nil // only the daemon and the micro-benchmarks
+func (s shape) String() string {
+	switch s.kind {
+	case closedLoop:
+		return fmt.Sprintf("c%d", s.n)
+	case poissonRate:
+		return fmt.Sprintf("poisson%g", s.rate)
+	case constantRate:
+		return fmt.Sprintf("constant%g", s.rate)
 	}
-	for f := range strings.SplitSeq(s, ",") {
-		f = strings.TrimSpace(f)
-		var (
-			st  = step{name: f}
-			err error
-		)
-		switch {
-		case strings.HasPrefix(f, "c"):
-			st.kind = closedLoop
-			st.n, err = strconv.Atoi(f[1:])
-		case strings.HasPrefix(f, "rate"):
-			st.kind = poissonRate
-			st.rate, err = strconv.ParseFloat(f[4:], 64)
-		case strings.HasPrefix(f, "burst"):
-			st.kind = burstEvery
-			st.n, err = strconv.Atoi(f[5:])
-		default:
-			err = fmt.Errorf("unknown step")
-		}
-		if err != nil || (st.n <= 0 && st.rate <= 0) {
-			return nil, fmt.Errorf("step %q: want cN, rateR or burstN", f)
-		}
-		out = append(out, st)
-	}
-	return out, nil
+	return fmt.Sprintf("burst%d", s.n)
 }
 
-// harness holds what lives across steps, as in the daemon: one driver (one
-// connection pool) for the target, one ProbeMetrics registered in a
-// registry.
+// harness holds what lives across windows, as in the daemon: one driver
+// (one connection pool) for the target, one ProbeMetrics registered in a
+// registry, and the raw client.
 type harness struct {
 	o       options
 	sim     *simProcess
@@ -124,6 +106,14 @@ func (h *harness) close() {
 	h.raw.close()
 }
 
+// fixedWorkload draws the same request every time.
+type fixedWorkload struct{ req probe.Request }
+
+func (w fixedWorkload) Draw(string) workload.Draw {
+	req := w.req
+	return workload.Draw{Request: &req}
+}
+
 // usage is CPU and wall time of one measured window; simCPU is the
 // simulator process's CPU in the same window (from /proc), for context.
 type usage struct {
@@ -138,9 +128,9 @@ func cpuTime() time.Duration {
 
 // measure runs f between two rusage readings, after a GC so that garbage
 // of earlier work is not collected on this window's account.
-func (h *harness) measure(f func()) usage {
+func measure(sim *simProcess, f func()) usage {
 	runtime.GC()
-	pid := h.sim.cmd.Process.Pid
+	pid := sim.cmd.Process.Pid
 	s0, c0, t0 := procCPU(pid), cpuTime(), time.Now()
 	f()
 	return usage{cpu: cpuTime() - c0, wall: time.Since(t0), simCPU: procCPU(pid) - s0}
@@ -150,9 +140,6 @@ func (h *harness) measure(f func()) usage {
 type probeRun struct {
 	res     *probe.Result
 	planned time.Time
-	// called is when Run called the driver: Start − called is the
-	// driver's own work before the request is handed to net/http.
-	called time.Time
 }
 
 type proberStats struct {
@@ -164,71 +151,31 @@ type proberStats struct {
 	tokens            int
 }
 
-type rawStats struct {
-	use                      usage
-	requests, failed, tokens int
-}
-
-type stepResult struct {
-	step   step
-	prober *proberStats
-	raw    *rawStats
-	truth  truthStats
-	rssMB  float64
-}
-
-func (h *harness) runStep(ctx context.Context, st step) (stepResult, error) {
-	// Prober: warm-up (connections, pools), then the measured window.
-	if _, err := h.runProber(ctx, st, h.o.warmup, false); err != nil {
-		return stepResult{}, err
-	}
-	var stopProfile func()
-	if h.o.profileDir != "" {
-		f, err := os.Create(filepath.Join(h.o.profileDir, "prober-"+st.name+".pprof"))
-		if err != nil {
-			return stepResult{}, err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return stepResult{}, err
-		}
-		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
-	}
-	ps, err := h.runProber(ctx, st, h.o.stepDuration, true)
-	if stopProfile != nil {
-		stopProfile()
-	}
-	if err != nil {
-		return stepResult{}, err
-	}
-	rss := rssMB(os.Getpid())
-	// Ground truth is fetched outside any measured window and before the
-	// raw client's requests could evict it.
-	truth := h.compareTruth(ps.runs)
-
-	h.runRaw(ctx, st, h.o.warmup)
-	rs := h.runRaw(ctx, st, h.o.stepDuration)
-	return stepResult{step: st, prober: ps, raw: rs, truth: truth, rssMB: rss}, nil
-}
-
-// runProber drives the real engine: a schedule runner job whose Run does
-// what the daemon's does (probe, report the send to the ticket, record lag
-// and the result in ProbeMetrics).
-func (h *harness) runProber(ctx context.Context, st step, d time.Duration, record bool) (*proberStats, error) {
+// runProber drives the real engine for d: a schedule runner job whose Run
+// does what the daemon's does (engine.Probe.SendAt with the ticket's
+// release, the send reported to the ticket, lag and result into
+// ProbeMetrics). record keeps every Result.
+func (h *harness) runProber(ctx context.Context, sh shape, d time.Duration, record bool) (*proberStats, error) {
 	ps := &proberStats{}
 	var mu sync.Mutex
 	spec := schedule.Spec{MaxInFlight: 4096}
-	switch st.kind {
+	switch sh.kind {
 	case closedLoop:
-		spec.Concurrency = st.n
+		spec.Concurrency = sh.n
 	case poissonRate:
-		spec.Rate, spec.Poisson = st.rate, true
+		spec.Rate, spec.Poisson = sh.rate, true
+	case constantRate:
+		spec.Rate = sh.rate
 	case burstEvery:
-		spec.Burst, spec.Period = st.n, burstPeriod
+		spec.Burst, spec.Period = sh.n, burstPeriod
 	}
+	p := &engine.Probe{Target: perfTarget, Name: perfProbe, Model: perfModel, Stream: true,
+		Timeout: 30 * time.Second, Driver: h.driver, Workload: fixedWorkload{h.req}}
 	job := schedule.Job{
 		Key:         perfTarget + "/" + perfProbe,
-		Fingerprint: st.name,
+		Fingerprint: sh.String(),
 		Spec:        spec,
+		BurstLead:   sh.lead,
 		Skipped: func(reason string) {
 			ps.skipped.Add(1)
 			h.metrics.Skipped(perfTarget, perfProbe, reason)
@@ -240,11 +187,7 @@ func (h *harness) runProber(ctx context.Context, st step, d time.Duration, recor
 			mu.Unlock()
 		},
 		Run: func(ctx context.Context, tk schedule.Ticket) bool {
-			called := time.Now()
-			req := h.req
-			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			res := h.driver.Probe(ctx, &req)
+			res := p.SendAt(ctx, tk.Release(), tk.Planned).Result
 			tk.Sent(res.Start)
 			h.metrics.ObserveScheduleLag(perfTarget, perfProbe, max(res.Start.Sub(tk.Planned), 0))
 			h.metrics.Observe(perfTarget, perfProbe, res)
@@ -256,14 +199,14 @@ func (h *harness) runProber(ctx context.Context, st step, d time.Duration, recor
 				ps.tokens += res.OutputTokens
 			}
 			if record {
-				ps.runs = append(ps.runs, probeRun{res: res, planned: tk.Planned, called: called})
+				ps.runs = append(ps.runs, probeRun{res: res, planned: tk.Planned})
 			}
 			mu.Unlock()
 			return ok
 		},
 	}
 	var runErr error
-	ps.use = h.measure(func() {
+	ps.use = measure(h.sim, func() {
 		r := schedule.NewRunner(promslog.NewNopLogger(), schedule.Options{Seed: 1})
 		r.Apply([]schedule.Job{job})
 		select {
@@ -286,6 +229,7 @@ type rawClient struct {
 	tokens int
 	client *http.Client
 	tr     *http.Transport
+	seq    atomic.Int64
 }
 
 func newRawClient(base string, tokens int) *rawClient {
@@ -303,22 +247,63 @@ func newRawClient(base string, tokens int) *rawClient {
 
 func (c *rawClient) close() { c.tr.CloseIdleConnections() }
 
+// rawTTFT is the raw client's own time to first token of one request, for
+// the overhead comparison.
+type rawTTFT struct {
+	id   string
+	ttft time.Duration
+}
+
+var contentKey = []byte(`"content":"`)
+
+// firstContent reports whether b holds a chat chunk with non-empty
+// content ("content":"x…; the role chunk has "content":"").
+func firstContent(b []byte) bool {
+	for {
+		i := bytes.Index(b, contentKey)
+		if i < 0 {
+			return false
+		}
+		b = b[i+len(contentKey):]
+		if len(b) > 0 && b[0] != '"' {
+			return true
+		}
+	}
+}
+
 // do sends one request and reads the whole body; false on any failure.
-func (c *rawClient) do(ctx context.Context) bool {
+// With ttft it also names the request and times its first content chunk
+// the way the prober does (from just before the request is handed to
+// net/http), scanning what it reads until then; without, it only reads.
+func (c *rawClient) do(ctx context.Context, ttft *rawTTFT) bool {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(c.body))
 	if err != nil {
 		return false
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
+	if ttft != nil {
+		ttft.id = "raw-" + strconv.FormatInt(c.seq.Add(1), 10) + "-" + strconv.FormatUint(rand.Uint64(), 36)
+		req.Header.Set("X-Request-Id", ttft.id)
+	}
+	start := time.Now()
 	resp, err := c.client.Do(req)
 	if err != nil {
 		return false
 	}
 	defer resp.Body.Close()
 	var buf [4096]byte
+	// tail keeps the end of the previous read, so a key split between two
+	// reads is still found.
+	var tail []byte
 	for {
-		_, err := resp.Body.Read(buf[:])
+		n, err := resp.Body.Read(buf[:])
+		if ttft != nil && ttft.ttft == 0 && n > 0 {
+			if firstContent(append(tail, buf[:n]...)) {
+				ttft.ttft = time.Since(start)
+			}
+			tail = append(tail[:0], buf[max(n-len(contentKey), 0):n]...)
+		}
 		if err == io.EOF {
 			return resp.StatusCode == http.StatusOK
 		}
@@ -328,56 +313,59 @@ func (c *rawClient) do(ctx context.Context) bool {
 	}
 }
 
-// runRaw drives the raw client with the step's shape: n goroutines in a
-// loop, a local Poisson process, or bursts from a ticker.
-func (h *harness) runRaw(ctx context.Context, st step, d time.Duration) *rawStats {
+type rawStats struct {
+	use                      usage
+	requests, failed, tokens int
+	ttfts                    []rawTTFT
+}
+
+// runRaw drives the raw client with a shape for d: n goroutines in a loop
+// or a local Poisson process. With ttft it times every request's first
+// content chunk.
+func (h *harness) runRaw(ctx context.Context, sh shape, d time.Duration, ttft bool) *rawStats {
+	return runRawClient(ctx, h.sim, h.raw, sh, d, ttft)
+}
+
+func runRawClient(ctx context.Context, sim *simProcess, c *rawClient, sh shape, d time.Duration, ttft bool) *rawStats {
 	rs := &rawStats{}
 	var ok, failed atomic.Int64
+	var mu sync.Mutex
 	one := func() {
-		if h.raw.do(ctx) {
+		var t *rawTTFT
+		if ttft {
+			t = &rawTTFT{}
+		}
+		if c.do(ctx, t) {
 			ok.Add(1)
+			if t != nil && t.ttft > 0 {
+				mu.Lock()
+				rs.ttfts = append(rs.ttfts, *t)
+				mu.Unlock()
+			}
 		} else {
 			failed.Add(1)
 		}
 	}
-	rs.use = h.measure(func() {
+	rs.use = measure(sim, func() {
 		var wg sync.WaitGroup
 		end := time.Now().Add(d)
-		switch st.kind {
+		switch sh.kind {
 		case closedLoop:
-			for range st.n {
+			for range sh.n {
 				wg.Go(func() {
 					for time.Now().Before(end) && ctx.Err() == nil {
 						one()
 					}
 				})
 			}
-		case poissonRate:
-			rng := rand.New(rand.NewPCG(1, 2))
-			next := time.Now()
-			for ctx.Err() == nil {
-				next = next.Add(time.Duration(rng.ExpFloat64() / st.rate * float64(time.Second)))
-				if !next.Before(end) {
-					break
-				}
-				time.Sleep(time.Until(next))
-				wg.Go(one)
-			}
-		case burstEvery:
-			t := time.NewTicker(burstPeriod)
-			for ctx.Err() == nil && time.Now().Before(end) {
-				for range st.n {
-					wg.Go(one)
-				}
-				<-t.C
-			}
-			t.Stop()
+		default:
+			panic("raw client: closed loop only")
 		}
 		wg.Wait()
 	})
 	rs.requests = int(ok.Load() + failed.Load())
 	rs.failed = int(failed.Load())
-	rs.tokens = int(ok.Load()) * h.raw.tokens
+	rs.tokens = int(ok.Load()) * c.tokens
 	return rs
 }
 

@@ -1,21 +1,28 @@
 // Command perf is the performance harness behind `make bench`
 // (docs/performance.md). It starts the simulator as a separate process and,
-// in this process, drives the real probe engine (schedule runner, OpenAI
-// chat driver, ProbeMetrics) at several load steps, then the same load with
-// a minimal raw HTTP client as the floor. It prints plain-text tables that
+// in this process, drives the real probe engine (schedule runner,
+// engine.Probe, the OpenAI chat driver, ProbeMetrics), and a minimal raw
+// net/http client beside it as the floor. It prints plain-text tables that
 // two runs can be diffed with:
 //
-//   - truth: prober read times minus the simulator's flush times
-//     (ground truth at /debug/requests/{id});
-//   - cost: this process's CPU (getrusage RUSAGE_SELF, so the simulator is
-//     excluded) per request and per output token, against the raw client;
-//   - schedules: achieved vs planned rate, schedule lag, burst spread;
-//   - the daemon with 100 probes configured: RSS and /metrics over HTTP;
+//   - overhead: the prober's TTFT minus the simulator's own time from
+//     having read the request to having flushed the first token (ground
+//     truth at /debug/requests/{id}), at 1, 16 and 64 streams, with the raw
+//     client measured the same way;
+//   - cost: this process's CPU per output token (getrusage RUSAGE_SELF, so
+//     the simulator is excluded), prober ÷ raw client, in interleaved A/B
+//     pairs, at 200 µs chunk gaps and back to back, 16 and 64 streams;
+//   - the daemon with 100 and 1 000 probes configured: RSS and /metrics
+//     over HTTP;
+//   - bursts of 64: spread of the requests' starts and of their arrival at
+//     the simulator, with and without the burst lead (prepare, then
+//     release together);
+//   - schedule accuracy at 200 requests/s, constant and Poisson;
 //   - micro-benchmarks (go test -bench) of the parse → Result → metrics
 //     path and of /metrics rendering.
 //
-// It is a program, not a test, so `make test` compiles and vets it but
-// never runs it.
+// It is a program, not a test, so `make test` compiles and vets it (and
+// unit-tests its arithmetic) but never runs it.
 package main
 
 import (
@@ -27,6 +34,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -35,33 +43,38 @@ import (
 type options struct {
 	bin            string
 	goCmd          string
+	sections       string
 	stepDuration   time.Duration
 	warmup         time.Duration
-	steps          string
 	truthSample    int
-	daemon         bool
+	pairs          int
+	pairWindow     time.Duration
+	burstDuration  time.Duration
 	daemonDuration time.Duration
-	micro          bool
 	profileDir     string
 	outputTokens   int
 	decode         time.Duration
 	ttft           time.Duration
 }
 
+// allSections in the order they run and print.
+var allSections = []string{"overhead", "cost", "daemon", "bursts", "schedules", "micro"}
+
 func main() {
 	var o options
-	flag.StringVar(&o.bin, "bin", "./llm-prober", "llm-prober binary (runs the simulator and the 100-probe daemon)")
+	flag.StringVar(&o.bin, "bin", "./llm-prober", "llm-prober binary (runs the simulator and the daemon)")
 	flag.StringVar(&o.goCmd, "go", "go", "go command for the micro-benchmarks")
-	flag.DurationVar(&o.stepDuration, "step-duration", 10*time.Second, "measured time of each step, per client")
-	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured load before each measured window")
-	flag.StringVar(&o.steps, "steps", "c1,c16,c64,c256,rate200,burst64", "load steps: cN (N concurrent streams), rateR (open-loop Poisson R req/s), burstN (N at once every second)")
-	flag.IntVar(&o.truthSample, "truth-sample", 1000, "requests per step compared with ground truth (evenly sampled)")
-	flag.BoolVar(&o.daemon, "daemon", true, "also run the daemon with 100 probes (RSS, /metrics over HTTP)")
-	flag.DurationVar(&o.daemonDuration, "daemon-duration", 20*time.Second, "how long the 100-probe daemon runs before it is measured")
-	flag.BoolVar(&o.micro, "micro", true, "also run the micro-benchmarks (go test -bench)")
-	flag.StringVar(&o.profileDir, "profile-dir", "", "write a CPU profile of each step's prober window into this directory (adds overhead: not for the table)")
+	flag.StringVar(&o.sections, "sections", strings.Join(allSections, ","), "what to measure: "+strings.Join(allSections, ", "))
+	flag.DurationVar(&o.stepDuration, "step-duration", 10*time.Second, "measured time of each overhead and schedule step, per client")
+	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured load before measuring")
+	flag.IntVar(&o.truthSample, "truth-sample", 1000, "requests per overhead step compared with ground truth (evenly sampled)")
+	flag.IntVar(&o.pairs, "pairs", 5, "interleaved prober/raw pairs per cost configuration")
+	flag.DurationVar(&o.pairWindow, "pair-window", 5*time.Second, "measured time of each client in a cost pair")
+	flag.DurationVar(&o.burstDuration, "burst-duration", 30*time.Second, "measured time of bursts, with and without the lead each (one burst per second)")
+	flag.DurationVar(&o.daemonDuration, "daemon-duration", 20*time.Second, "how long the 100-probe daemon probes before it is measured (the 1000-probe one: 1.5 times that)")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "write a CPU profile of each overhead step's prober window into this directory (adds overhead)")
 	flag.IntVar(&o.outputTokens, "output-tokens", 100, "max_tokens of every request (ignore_eos, so exactly this many)")
-	flag.DurationVar(&o.decode, "decode", 3*time.Millisecond, "simulator time per output token")
+	flag.DurationVar(&o.decode, "decode", 3*time.Millisecond, "simulator time per output token (not for the cost pairs, which set their own)")
 	flag.DurationVar(&o.ttft, "ttft", 20*time.Millisecond, "simulator base time to first token")
 	flag.Parse()
 
@@ -73,65 +86,129 @@ func main() {
 	}
 }
 
+func parseSections(s string) (map[string]bool, error) {
+	want := map[string]bool{}
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if !slices.Contains(allSections, f) {
+			return nil, fmt.Errorf("unknown section %q (have %s)", f, strings.Join(allSections, ", "))
+		}
+		want[f] = true
+	}
+	return want, nil
+}
+
 func run(ctx context.Context, o options, out io.Writer) error {
-	steps, err := parseSteps(o.steps)
+	want, err := parseSections(o.sections)
 	if err != nil {
 		return err
 	}
 	header(out, o)
-
-	sim, err := startSimulator(ctx, o)
-	if err != nil {
-		return err
+	var sim *simProcess
+	mainSim := func() (*simProcess, error) {
+		if sim == nil {
+			sim, err = startSimulator(ctx, o, o.decode)
+		}
+		return sim, err
 	}
-	defer sim.stop()
-
-	h, err := newHarness(sim, o)
-	if err != nil {
-		return err
-	}
-	defer h.close()
-
-	var rows []stepResult
-	for _, st := range steps {
-		if ctx.Err() != nil {
+	defer func() {
+		if sim != nil {
+			sim.stop()
+		}
+	}()
+	step := func(name string, f func() error) error {
+		if !want[name] || ctx.Err() != nil {
 			return ctx.Err()
 		}
-		fmt.Fprintf(os.Stderr, "perf: step %s ...\n", st.name)
-		r, err := h.runStep(ctx, st)
+		fmt.Fprintf(os.Stderr, "perf: %s (load average %s) ...\n", name, loadAvg())
+		fmt.Fprintf(out, "\nload average before %s: %s\n", name, loadAvg())
+		if err := f(); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
+	}
+	withHarness := func(f func(h *harness) error) func() error {
+		return func() error {
+			s, err := mainSim()
+			if err != nil {
+				return err
+			}
+			h, err := newHarness(s, o)
+			if err != nil {
+				return err
+			}
+			defer h.close()
+			return f(h)
+		}
+	}
+	if err := step("overhead", withHarness(func(h *harness) error {
+		rows, err := h.overhead(ctx, []int{1, 16, 64})
+		if err == nil {
+			printOverhead(out, rows, o)
+		}
+		return err
+	})); err != nil {
+		return err
+	}
+	if err := step("cost", func() error {
+		rows, err := measureCost(ctx, o, []time.Duration{200 * time.Microsecond, 0}, []int{16, 64})
+		if err == nil {
+			printCost(out, rows, o)
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	if err := step("daemon", func() error {
+		s, err := mainSim()
 		if err != nil {
-			return fmt.Errorf("step %s: %w", st.name, err)
+			return err
 		}
-		rows = append(rows, r)
-	}
-	if len(rows) > 0 {
-		printTables(out, rows, o)
-	}
-
-	if o.daemon && ctx.Err() == nil {
-		fmt.Fprintln(os.Stderr, "perf: 100-probe daemon ...")
-		d, err := measureDaemon(ctx, o, sim)
-		if err != nil {
-			return fmt.Errorf("daemon: %w", err)
+		var rows []daemonStats
+		for _, dc := range daemonConfigs(o) {
+			fmt.Fprintf(os.Stderr, "perf: daemon with %d probes ...\n", dc.probes())
+			d, err := measureDaemon(ctx, o, s, dc)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, d)
 		}
-		printDaemon(out, d)
+		printDaemon(out, rows)
+		return nil
+	}); err != nil {
+		return err
 	}
-	if o.micro && ctx.Err() == nil {
-		fmt.Fprintln(os.Stderr, "perf: micro-benchmarks ...")
-		if err := microBenchmarks(ctx, o, out); err != nil {
-			return fmt.Errorf("micro-benchmarks: %w", err)
+	if err := step("bursts", withHarness(func(h *harness) error {
+		rows, err := h.bursts(ctx, 64)
+		if err == nil {
+			printBursts(out, rows, o)
 		}
+		return err
+	})); err != nil {
+		return err
 	}
-	return nil
+	if err := step("schedules", withHarness(func(h *harness) error {
+		rows, err := h.schedules(ctx, 200)
+		if err == nil {
+			printSchedules(out, rows, o)
+		}
+		return err
+	})); err != nil {
+		return err
+	}
+	return step("micro", func() error { return microBenchmarks(ctx, o, out) })
 }
 
 // header prints what the figures depend on: machine, load and settings.
 func header(out io.Writer, o options) {
-	fmt.Fprintf(out, "llm-prober performance harness  %s\n", time.Now().Format(time.RFC3339))
+	fmt.Fprintf(out, "llm-prober performance harness  %s\n", time.Now().UTC().Format(time.RFC3339))
 	fmt.Fprintf(out, "machine: %d CPUs (%s), %s, %s, GOMAXPROCS=%d\n", runtime.NumCPU(), cpuModel(), memTotal(), runtime.Version(), runtime.GOMAXPROCS(0))
 	fmt.Fprintf(out, "load average at start: %s\n", loadAvg())
-	fmt.Fprintf(out, "simulator: separate process, ttft-base %v, decode %v/token, %d output tokens, 1 token per chunk\n", o.ttft, o.decode, o.outputTokens)
-	fmt.Fprintf(out, "steps: %s; %v measured per step and client after %v warm-up\n\n", o.steps, o.stepDuration, o.warmup)
+	fmt.Fprintf(out, "simulator: separate process, ttft-base %v, decode %v/token (cost pairs: their own), %d output tokens, 1 token per chunk\n", o.ttft, o.decode, o.outputTokens)
+	fmt.Fprintf(out, "sections: %s\n", o.sections)
 }
 
 func cpuModel() string {
@@ -173,7 +250,7 @@ func loadAvg() string {
 // microBenchmarks runs the Go benchmarks of the hot path and of /metrics
 // rendering and copies their result lines.
 func microBenchmarks(ctx context.Context, o options, out io.Writer) error {
-	fmt.Fprintln(out, "\n## Micro-benchmarks (go test -bench, this machine)")
+	fmt.Fprintln(out, "## Micro-benchmarks (go test -bench, this machine)")
 	for _, b := range []struct{ pkg, pattern string }{
 		{"./probe", "^BenchmarkParseToMetrics$"},
 		{"./collector", "^BenchmarkObserve$"},

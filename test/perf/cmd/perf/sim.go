@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -37,7 +36,8 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-func startSimulator(ctx context.Context, o options) (*simProcess, error) {
+// startSimulator starts `llm-prober simulate` with decode per token.
+func startSimulator(ctx context.Context, o options, decode time.Duration) (*simProcess, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -46,8 +46,8 @@ func startSimulator(ctx context.Context, o options) (*simProcess, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Ground truth must hold every request of the largest step until it
-	// has been fetched (about 800 requests/s at 256 streams).
+	// Ground truth must hold every request of a measured window until it
+	// has been fetched (back to back at 64 streams: a few thousand/s).
 	cfgFile := filepath.Join(dir, "sim.yml")
 	if err := os.WriteFile(cfgFile, []byte("ground_truth: {capacity: 40000, max_chunks_per_request: 512}\n"), 0o600); err != nil {
 		return nil, err
@@ -56,7 +56,7 @@ func startSimulator(ctx context.Context, o options) (*simProcess, error) {
 		"--listen", addr, "--grpc-listen=", "--config.file", cfgFile,
 		"--log.level=warn",
 		"--latency.ttft-base="+o.ttft.String(),
-		"--latency.decode-base="+o.decode.String(),
+		"--latency.decode-base="+decode.String(),
 		// No slowdown with load: every step gets the same token cadence.
 		"--latency.decode-per-running=0",
 		"--scheduler.max-running=1024",
@@ -116,8 +116,6 @@ func waitHTTP(ctx context.Context, url string, limit time.Duration) error {
 		}
 	}
 }
-
-var errNoTruth = errors.New("no ground truth (evicted or unknown)")
 
 // groundTruth fetches the simulator's record of one request.
 func (s *simProcess) groundTruth(id string) (simulator.RequestRecord, error) {

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"math"
+	"slices"
+	"time"
+)
+
+// costPair is one prober window and one raw-client window run back to
+// back under the same load; which ran first alternates between pairs, so
+// a drift in the machine's load does not favour one client.
+type costPair struct {
+	proberFirst          bool
+	prober, raw          usage
+	proberTok, rawTok    int
+	proberReqs, rawReqs  int
+	proberFail, rawFails int
+}
+
+// usPerToken is CPU µs per output token.
+func usPerToken(u usage, tokens int) float64 {
+	if tokens == 0 {
+		return math.NaN()
+	}
+	return float64(u.cpu.Microseconds()) / float64(tokens)
+}
+
+func (p costPair) ratio() float64 {
+	return usPerToken(p.prober, p.proberTok) / usPerToken(p.raw, p.rawTok)
+}
+
+type costRow struct {
+	gap     time.Duration
+	streams int
+	pairs   []costPair
+}
+
+// summary is the median and the range of xs.
+type summary struct{ median, min, max float64 }
+
+func summarize(xs []float64) summary {
+	if len(xs) == 0 {
+		return summary{math.NaN(), math.NaN(), math.NaN()}
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return summary{m, s[0], s[len(s)-1]}
+}
+
+func (r costRow) ratios() summary {
+	var xs []float64
+	for _, p := range r.pairs {
+		xs = append(xs, p.ratio())
+	}
+	return summarize(xs)
+}
+
+func (r costRow) perToken(prober bool) summary {
+	var xs []float64
+	for _, p := range r.pairs {
+		if prober {
+			xs = append(xs, usPerToken(p.prober, p.proberTok))
+		} else {
+			xs = append(xs, usPerToken(p.raw, p.rawTok))
+		}
+	}
+	return summarize(xs)
+}
+
+func (r costRow) tokensPerSecond(prober bool) summary {
+	var xs []float64
+	for _, p := range r.pairs {
+		if prober {
+			xs = append(xs, float64(p.proberTok)/p.prober.wall.Seconds())
+		} else {
+			xs = append(xs, float64(p.rawTok)/p.raw.wall.Seconds())
+		}
+	}
+	return summarize(xs)
+}
+
+// measureCost runs, for each chunk gap (the simulator's decode time per
+// token, in a simulator of its own) and each stream count, a warm-up of
+// both clients and then o.pairs interleaved pairs of closed-loop windows.
+func measureCost(ctx context.Context, o options, gaps []time.Duration, streams []int) ([]costRow, error) {
+	var rows []costRow
+	for _, gap := range gaps {
+		sim, err := startSimulator(ctx, o, gap)
+		if err != nil {
+			return nil, err
+		}
+		h, err := newHarness(sim, o)
+		if err != nil {
+			sim.stop()
+			return nil, err
+		}
+		for _, n := range streams {
+			row, err := h.costRow(ctx, gap, n)
+			if err != nil {
+				h.close()
+				sim.stop()
+				return nil, err
+			}
+			rows = append(rows, row)
+		}
+		h.close()
+		sim.stop()
+	}
+	return rows, nil
+}
+
+func (h *harness) costRow(ctx context.Context, gap time.Duration, n int) (costRow, error) {
+	row := costRow{gap: gap, streams: n}
+	sh := shape{kind: closedLoop, n: n}
+	if _, err := h.runProber(ctx, sh, h.o.warmup, false); err != nil {
+		return row, err
+	}
+	h.runRaw(ctx, sh, h.o.warmup, false)
+	for i := range h.o.pairs {
+		p := costPair{proberFirst: i%2 == 0}
+		prober := func() error {
+			ps, err := h.runProber(ctx, sh, h.o.pairWindow, false)
+			if err != nil {
+				return err
+			}
+			p.prober, p.proberTok, p.proberReqs, p.proberFail = ps.use, ps.tokens, ps.requests, ps.requests-ps.success
+			return nil
+		}
+		raw := func() {
+			rs := h.runRaw(ctx, sh, h.o.pairWindow, false)
+			p.raw, p.rawTok, p.rawReqs, p.rawFails = rs.use, rs.tokens, rs.requests, rs.failed
+		}
+		if p.proberFirst {
+			if err := prober(); err != nil {
+				return row, err
+			}
+			raw()
+		} else {
+			raw()
+			if err := prober(); err != nil {
+				return row, err
+			}
+		}
+		row.pairs = append(row.pairs, p)
+	}
+	return row, ctx.Err()
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/llm-prober/llm-prober/probe"
+	"github.com/llm-prober/llm-prober/simulator"
+)
+
+// These test the harness's arithmetic only; the harness itself runs with
+// make bench, never in make test.
+
+func TestSummarize(t *testing.T) {
+	if s := summarize([]float64{3, 1, 2}); s != (summary{2, 1, 3}) {
+		t.Errorf("odd: %+v", s)
+	}
+	if s := summarize([]float64{4, 1, 2, 3}); s != (summary{2.5, 1, 4}) {
+		t.Errorf("even: %+v", s)
+	}
+	if s := summarize(nil); !math.IsNaN(s.median) {
+		t.Errorf("empty: %+v", s)
+	}
+}
+
+func TestFirstContent(t *testing.T) {
+	for in, want := range map[string]bool{
+		`data: {"choices":[{"delta":{"role":"assistant","content":""}}]}`: false,
+		`data: {"choices":[{"delta":{"content":"Hello"}}]}`:               true,
+		`{"content":"","x":1} {"content":"a"}`:                            true,
+		`"content":"`:                                                     false,
+	} {
+		if got := firstContent([]byte(in)); got != want {
+			t.Errorf("firstContent(%s) = %t", in, got)
+		}
+	}
+}
+
+func TestOverheadFromRecord(t *testing.T) {
+	var st overheadStats
+	rec := simulator.RequestRecord{Done: true, ReceivedUnixNano: 1_000_000, FirstTokenWriteUnixNano: 21_000_000, FirstTokenUnixNano: 21_050_000}
+	st.fill([]truthAnswer{
+		{q: truthQuery{id: "a", ttft: 20100 * time.Microsecond}, rec: rec},
+		{q: truthQuery{id: "b", ttft: time.Millisecond}, rec: simulator.RequestRecord{Done: false}},
+	})
+	if st.compared != 1 || st.missing != 1 {
+		t.Fatalf("compared %d missing %d", st.compared, st.missing)
+	}
+	if got := st.overhead[0]; math.Abs(got-100e-6) > 1e-12 {
+		t.Errorf("overhead %v, want 100µs (20.1ms TTFT, 20ms server reference)", got)
+	}
+	if got := st.flushBased[0]; math.Abs(got-50e-6) > 1e-12 {
+		t.Errorf("flush-based overhead %v, want 50µs", got)
+	}
+}
+
+func TestServerSpreads(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	run := func(id string, planned time.Time) probeRun {
+		return probeRun{res: &probe.Result{RequestID: id}, planned: planned}
+	}
+	runs := []probeRun{run("a", t0), run("b", t0), run("c", t0), run("d", t0.Add(time.Second)), run("e", t0.Add(time.Second))}
+	got := serverSpreads(runs, map[string]int64{"a": 50, "b": 10, "c": 30, "d": 5})
+	if len(got) != 1 || got[0] != 40 {
+		t.Errorf("spreads %v, want [40ns] (the second burst lacks a record)", got)
+	}
+}
+
+func TestSample(t *testing.T) {
+	if got := sample([]int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, 5); len(got) != 5 || got[1] != 2 || got[4] != 8 {
+		t.Errorf("sample: %v", got)
+	}
+	if got := sample([]int{1, 2}, 5); len(got) != 2 {
+		t.Errorf("sample of fewer: %v", got)
+	}
+}
