@@ -2,6 +2,7 @@
 package collector
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,10 @@ type SLO struct {
 type ProbeSeries struct {
 	Target, Probe, Model string
 	SLO                  SLO
+	// Protocol is the target's protocol (probe.LookupProtocol); its
+	// llm_probe_requests_total series are those of the outcomes the
+	// protocol can produce. Empty (or unknown) means every outcome.
+	Protocol string
 }
 
 // Skip reasons the scheduler reports through Skipped. They are initialised to
@@ -210,13 +215,14 @@ func (m *ProbeMetrics) Collect(ch chan<- prometheus.Metric) {
 // Add creates the series of one probe with every counter at zero, so rate()
 // and increase() work before the first failure or skip. Adding a probe that
 // exists with the same model and SLO keeps its series (a reload that changed
-// nothing must not reset counters); a changed model or SLO replaces them,
-// because bucket layouts follow the SLO thresholds.
+// nothing must not reset counters); a changed model, SLO or protocol
+// replaces them, because bucket layouts follow the SLO thresholds and the
+// outcome series follow the protocol.
 func (m *ProbeMetrics) Add(ps ProbeSeries) {
 	k := seriesKey{ps.Target, ps.Probe}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old, ok := m.series[k]; ok && old.model == ps.Model && old.slo == ps.SLO {
+	if old, ok := m.series[k]; ok && old.model == ps.Model && old.slo == ps.SLO && old.protocol == ps.Protocol {
 		return
 	}
 	m.series[k] = newSeries(&m.d, ps)
@@ -278,10 +284,11 @@ func (g *goodBad) count(good bool) {
 }
 
 type series struct {
-	d     *descs
-	model string
-	slo   SLO
-	base  []string // target, probe, model label values
+	d        *descs
+	model    string
+	slo      SLO
+	protocol string
+	base     []string // target, probe, model label values
 
 	ttft, tpot, itl, duration, tps, lag prometheus.Histogram
 	// phases are created on their first observation (see phase), so that a
@@ -296,7 +303,9 @@ type series struct {
 	// ready func value instead of a fresh closure.
 	observeITL func(time.Duration)
 
-	requests          []prometheus.Counter // indexed by outcomeIndex
+	// requests is indexed by outcomeIndex; nil where the protocol cannot
+	// produce that outcome (see countOutcome).
+	requests          []prometheus.Counter
 	inTokens          prometheus.Counter
 	outTokens         prometheus.Counter
 	sloTTFT, sloTPOT  *goodBad
@@ -340,11 +349,12 @@ func newGauge() prometheus.Gauge {
 func newSeries(d *descs, ps ProbeSeries) *series {
 	slo := ps.SLO
 	s := &series{
-		d:       d,
-		model:   ps.Model,
-		slo:     slo,
-		base:    validUTF8(ps.Target, ps.Probe, ps.Model),
-		skipped: make(map[string]prometheus.Counter),
+		d:        d,
+		model:    ps.Model,
+		slo:      slo,
+		protocol: ps.Protocol,
+		base:     validUTF8(ps.Target, ps.Probe, ps.Model),
+		skipped:  make(map[string]prometheus.Counter),
 	}
 	lv := func(extra ...string) []string {
 		return append(append(make([]string, 0, len(s.base)+len(extra)), s.base...), extra...)
@@ -368,9 +378,9 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 	add(d.tps, s.tps)
 	add(d.lag, s.lag)
 
-	outcomes := probe.Outcomes()
-	s.requests = make([]prometheus.Counter, len(outcomes))
-	for i, o := range outcomes {
+	s.requests = make([]prometheus.Counter, len(probe.Outcomes()))
+	for _, o := range protocolOutcomes(ps.Protocol) {
+		i := outcomeIndex(o)
 		s.requests[i] = newCounter()
 		add(d.requests, s.requests[i], string(o))
 	}
@@ -501,11 +511,40 @@ func outcomeIndex(o probe.Outcome) int {
 	return 6
 }
 
+// protocolOutcomes are the outcomes a probe of protocol exports: those the
+// protocol table says its driver can produce, all of them for an empty or
+// unknown protocol (callers that do not say). protocol_error is always among
+// them: it is where outcomes the protocol cannot produce are counted.
+func protocolOutcomes(protocol string) []probe.Outcome {
+	p, ok := probe.LookupProtocol(protocol)
+	if !ok || len(p.Outcomes) == 0 {
+		return probe.Outcomes()
+	}
+	if !slices.Contains(p.Outcomes, probe.OutcomeProtocolError) {
+		p.Outcomes = append(p.Outcomes, probe.OutcomeProtocolError)
+	}
+	// Exposition order follows probe.Outcomes(), whatever the table's.
+	slices.SortFunc(p.Outcomes, func(a, b probe.Outcome) int { return outcomeIndex(a) - outcomeIndex(b) })
+	return p.Outcomes
+}
+
+// countOutcome counts one attempt. An outcome the probe's protocol cannot
+// produce (a driver bug, like an unknown one) is counted as protocol_error,
+// so that no attempt is lost and no series appears that the protocol table
+// says cannot exist.
+func (s *series) countOutcome(o probe.Outcome) {
+	c := s.requests[outcomeIndex(o)]
+	if c == nil {
+		c = s.requests[outcomeIndex(probe.OutcomeProtocolError)]
+	}
+	c.Inc()
+}
+
 func (s *series) observe(r *probe.Result) {
 	ok := r.Outcome == probe.OutcomeSuccess
 	isStream := streamed(r)
 
-	s.requests[outcomeIndex(r.Outcome)].Inc()
+	s.countOutcome(r.Outcome)
 	if r.Retry != nil {
 		s.countRetry(r.Retry.Reason)
 	}

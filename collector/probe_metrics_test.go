@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -69,7 +70,7 @@ func streamedSuccess() *probe.Result {
 
 func TestExposition(t *testing.T) {
 	m := NewProbeMetrics()
-	m.Add(ProbeSeries{Target: "sim", Probe: "steady", Model: "m", SLO: testSLO})
+	m.Add(ProbeSeries{Target: "sim", Probe: "steady", Model: "m", SLO: testSLO, Protocol: probe.ProtocolOpenAIChat})
 	reg := newTestRegistry(t, m)
 
 	m.Observe("sim", "steady", streamedSuccess())
@@ -197,7 +198,6 @@ llm_probe_output_tokens_per_second_count{model="m",probe="steady",target="sim"} 
 # HELP llm_probe_requests_total Probe requests by outcome.
 # TYPE llm_probe_requests_total counter
 llm_probe_requests_total{model="m",outcome="connect_error",probe="steady",target="sim"} 0
-llm_probe_requests_total{model="m",outcome="grpc_error",probe="steady",target="sim"} 0
 llm_probe_requests_total{model="m",outcome="http_4xx",probe="steady",target="sim"} 0
 llm_probe_requests_total{model="m",outcome="http_5xx",probe="steady",target="sim"} 1
 llm_probe_requests_total{model="m",outcome="incomplete",probe="steady",target="sim"} 0
@@ -892,5 +892,54 @@ llm_probe_slo_requests_total{model="m",probe="p",result="good",slo="ttft",target
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "llm_probe_slo_requests_total"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A probe exports llm_probe_requests_total only for the outcomes its
+// protocol can produce (all at zero from the start); an outcome the protocol
+// cannot produce is a driver bug and counts as protocol_error.
+func TestOutcomeSeriesFollowProtocol(t *testing.T) {
+	for _, p := range probe.Protocols() {
+		t.Run(p.Name, func(t *testing.T) {
+			m := NewProbeMetrics()
+			m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m", Protocol: p.Name})
+			reg := newTestRegistry(t, m)
+			if n, _ := testutil.GatherAndCount(reg, "llm_probe_requests_total"); n != len(p.Outcomes) {
+				t.Errorf("requests_total series = %d, want %d (%v)", n, len(p.Outcomes), p.Outcomes)
+			}
+			for _, o := range p.Outcomes {
+				if got := requestsTotal(t, reg, string(o)); got != 0 {
+					t.Errorf("%s = %v before any request, want 0", o, got)
+				}
+			}
+			var foreign probe.Outcome
+			for _, o := range probe.Outcomes() {
+				if !slices.Contains(p.Outcomes, o) {
+					foreign = o
+				}
+			}
+			if foreign == "" {
+				t.Fatalf("protocol %s produces every outcome; the test needs one it cannot", p.Name)
+			}
+			m.Observe("sim", "p", &probe.Result{Outcome: foreign})
+			if got := requestsTotal(t, reg, string(probe.OutcomeProtocolError)); got != 1 {
+				t.Errorf("%s (not a %s outcome) counted as protocol_error %v times, want 1", foreign, p.Name, got)
+			}
+			if n, _ := testutil.GatherAndCount(reg, "llm_probe_requests_total"); n != len(p.Outcomes) {
+				t.Errorf("after a foreign outcome: requests_total series = %d, want %d", n, len(p.Outcomes))
+			}
+		})
+	}
+}
+
+// A reload that changes a target's protocol changes its outcome series.
+func TestOutcomeSeriesFollowProtocolChange(t *testing.T) {
+	m := NewProbeMetrics()
+	m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m", Protocol: probe.ProtocolOpenAIChat})
+	reg := newTestRegistry(t, m)
+	m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m", Protocol: probe.ProtocolTritonGRPC})
+	m.Observe("sim", "p", &probe.Result{Outcome: probe.OutcomeGRPCError})
+	if got := requestsTotal(t, reg, string(probe.OutcomeGRPCError)); got != 1 {
+		t.Errorf("grpc_error = %v after switching to triton_grpc, want 1", got)
 	}
 }
