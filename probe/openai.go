@@ -488,15 +488,14 @@ func (c *oaiChunk) finishReason() string {
 }
 
 // decode resets c (keeping the choices' backing array) and decodes b: the
-// fast path for ordinary chunks (oaifast.go), else decodeJSON.
+// validating fast path for ordinary chunks (oaifast.go), one pass over b;
+// else decodeJSON, which also gives the error for invalid input.
 func (c *oaiChunk) decode(b []byte) error {
 	c.reset()
-	if fastJSONOK(b) {
-		if c.decodeFast(b) {
-			return nil
-		}
-		c.reset()
+	if c.decodeFast(b) {
+		return nil
 	}
+	c.reset()
 	return decodeJSON(b, c)
 }
 
