@@ -32,6 +32,23 @@ type ProbeSeries struct {
 	// llm_probe_requests_total series are those of the outcomes the
 	// protocol can produce. Empty (or unknown) means every outcome.
 	Protocol string
+	// Histograms is the form of every histogram of the probe: one of
+	// HistogramForms(); empty means HistogramsBoth.
+	Histograms string
+}
+
+// Histogram forms (ProbeSeries.Histograms): classic buckets, a native
+// histogram, or both at once (the default).
+const (
+	HistogramsBoth    = "both"
+	HistogramsClassic = "classic"
+	HistogramsNative  = "native"
+)
+
+// HistogramForms lists the accepted values of ProbeSeries.Histograms,
+// the default first.
+func HistogramForms() []string {
+	return []string{HistogramsBoth, HistogramsClassic, HistogramsNative}
 }
 
 // Skip reasons the scheduler reports through Skipped. They are initialised to
@@ -215,14 +232,15 @@ func (m *ProbeMetrics) Collect(ch chan<- prometheus.Metric) {
 // Add creates the series of one probe with every counter at zero, so rate()
 // and increase() work before the first failure or skip. Adding a probe that
 // exists with the same model and SLO keeps its series (a reload that changed
-// nothing must not reset counters); a changed model, SLO or protocol
-// replaces them, because bucket layouts follow the SLO thresholds and the
-// outcome series follow the protocol.
+// nothing must not reset counters); a changed model, SLO, protocol or
+// histogram form replaces them, because bucket layouts follow the SLO
+// thresholds and the outcome series follow the protocol.
 func (m *ProbeMetrics) Add(ps ProbeSeries) {
 	k := seriesKey{ps.Target, ps.Probe}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old, ok := m.series[k]; ok && old.model == ps.Model && old.slo == ps.SLO && old.protocol == ps.Protocol {
+	if old, ok := m.series[k]; ok && old.model == ps.Model && old.slo == ps.SLO && old.protocol == ps.Protocol &&
+		old.form == histogramForm(ps.Histograms) {
 		return
 	}
 	m.series[k] = newSeries(&m.d, ps)
@@ -288,6 +306,7 @@ type series struct {
 	model    string
 	slo      SLO
 	protocol string
+	form     string   // histogramForm of ProbeSeries.Histograms
 	base     []string // target, probe, model label values
 
 	ttft, tpot, itl, duration, tps, lag prometheus.Histogram
@@ -325,15 +344,33 @@ type series struct {
 	tls                           tlsSeries
 }
 
-func newHistogram(name string, buckets []float64) prometheus.Histogram {
-	return prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:                            name,
-		Help:                            name,
-		Buckets:                         buckets,
-		NativeHistogramBucketFactor:     nativeBucketFactor,
-		NativeHistogramMaxBucketNumber:  nativeMaxBucketNumber,
-		NativeHistogramMinResetDuration: nativeMinReset,
-	})
+// histogramForm is form with the default filled in.
+func histogramForm(form string) string {
+	if form == "" {
+		return HistogramsBoth
+	}
+	return form
+}
+
+// newHistogram builds a histogram in form: classic buckets only (no
+// native options), a native histogram only (no buckets: client_golang
+// then keeps no classic buckets but +Inf), or both.
+func newHistogram(name string, buckets []float64, form string) prometheus.Histogram {
+	opts := prometheus.HistogramOpts{Name: name, Help: name}
+	if form != HistogramsNative {
+		opts.Buckets = buckets
+	}
+	if form != HistogramsClassic {
+		opts.NativeHistogramBucketFactor = nativeBucketFactor
+		opts.NativeHistogramMaxBucketNumber = nativeMaxBucketNumber
+		opts.NativeHistogramMinResetDuration = nativeMinReset
+	}
+	return prometheus.NewHistogram(opts)
+}
+
+// histogram builds one of the series' histograms in the probe's form.
+func (s *series) histogram(name string, buckets []float64) prometheus.Histogram {
+	return newHistogram(name, buckets, s.form)
 }
 
 // The inner metrics' own names and help are never exposed (labelled replaces
@@ -353,6 +390,7 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 		model:    ps.Model,
 		slo:      slo,
 		protocol: ps.Protocol,
+		form:     histogramForm(ps.Histograms),
 		base:     validUTF8(ps.Target, ps.Probe, ps.Model),
 		skipped:  make(map[string]prometheus.Counter),
 	}
@@ -363,12 +401,12 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 		s.always = append(s.always, newLabelled(desc, metric, lv(extra...)...))
 	}
 
-	s.ttft = newHistogram("ttft", withThresholds(ttftBuckets(), slo.TTFT))
-	s.tpot = newHistogram("tpot", withThresholds(tpotBuckets(), slo.TPOT))
-	s.itl = newHistogram("itl", withThresholds(tpotBuckets(), slo.TPOT))
-	s.duration = newHistogram("duration", requestDurationBuckets())
-	s.tps = newHistogram("tps", tokensPerSecondBuckets())
-	s.lag = newHistogram("lag", scheduleLagBuckets())
+	s.ttft = s.histogram("ttft", withThresholds(ttftBuckets(), slo.TTFT))
+	s.tpot = s.histogram("tpot", withThresholds(tpotBuckets(), slo.TPOT))
+	s.itl = s.histogram("itl", withThresholds(tpotBuckets(), slo.TPOT))
+	s.duration = s.histogram("duration", requestDurationBuckets())
+	s.tps = s.histogram("tps", tokensPerSecondBuckets())
+	s.lag = s.histogram("lag", scheduleLagBuckets())
 	itl := s.itl
 	s.observeITL = func(gap time.Duration) { itl.Observe(gap.Seconds()) }
 	add(d.ttft, s.ttft)
@@ -657,7 +695,7 @@ func (s *series) observePhase(i int, happened bool, d time.Duration) {
 	}
 	p := s.phases[i].Load()
 	if p == nil {
-		h := newHistogram("phase", phaseBuckets())
+		h := s.histogram("phase", phaseBuckets())
 		p = &phaseHistogram{h: h, w: newLabelled(s.d.phase, h, append(append([]string(nil), s.base...), phaseNames()[i])...)}
 		if !s.phases[i].CompareAndSwap(nil, p) {
 			p = s.phases[i].Load()

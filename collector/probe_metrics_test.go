@@ -943,3 +943,49 @@ func TestOutcomeSeriesFollowProtocolChange(t *testing.T) {
 		t.Errorf("grpc_error = %v after switching to triton_grpc, want 1", got)
 	}
 }
+
+// Each histogram form exposes its part only: classic buckets without a
+// native histogram, a native histogram without classic buckets, or both.
+func TestHistogramForms(t *testing.T) {
+	for _, form := range append(HistogramForms(), "") {
+		t.Run("form="+form, func(t *testing.T) {
+			m := NewProbeMetrics()
+			m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m", SLO: testSLO, Histograms: form})
+			reg := newTestRegistry(t, m)
+			m.Observe("sim", "p", &probe.Result{Outcome: probe.OutcomeSuccess, Streamed: true, StatusCode: 200,
+				TTFT: 30 * time.Millisecond, EndToEnd: 100 * time.Millisecond, OutputTokens: 2,
+				Chunks: []probe.Chunk{{At: 30 * time.Millisecond, Tokens: 1}, {At: 60 * time.Millisecond, Tokens: 1}},
+				Phases: probe.Phases{Write: time.Millisecond, HasWrite: true}})
+			m.ObserveBurstSpread("sim", "p", time.Millisecond)
+			wantClassic := form != HistogramsNative
+			wantNative := form != HistogramsClassic
+			for _, name := range []string{"llm_probe_time_to_first_token_seconds", "llm_probe_inter_token_latency_seconds",
+				"llm_probe_phase_duration_seconds", "llm_probe_schedule_lag_seconds", "llm_probe_burst_spread_seconds"} {
+				h := gatherOne(t, reg, name).GetMetric()[0].GetHistogram()
+				if got := len(h.GetBucket()) > 0; got != wantClassic {
+					t.Errorf("%s: classic buckets %v, want %v", name, got, wantClassic)
+				}
+				if got := h.Schema != nil; got != wantNative {
+					t.Errorf("%s: native histogram %v, want %v", name, got, wantNative)
+				}
+			}
+		})
+	}
+}
+
+// Changing a probe's histogram form replaces its series.
+func TestHistogramFormChangeReplacesSeries(t *testing.T) {
+	m := NewProbeMetrics()
+	m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m"})
+	reg := newTestRegistry(t, m)
+	m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m", Histograms: HistogramsBoth})
+	m.ObserveScheduleLag("sim", "p", time.Millisecond)
+	m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m", Histograms: HistogramsBoth})
+	if h := gatherOne(t, reg, "llm_probe_schedule_lag_seconds").GetMetric()[0].GetHistogram(); h.GetSampleCount() != 1 {
+		t.Errorf("an unchanged form (empty = both) reset the series: count %d", h.GetSampleCount())
+	}
+	m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m", Histograms: HistogramsClassic})
+	if h := gatherOne(t, reg, "llm_probe_schedule_lag_seconds").GetMetric()[0].GetHistogram(); h.GetSampleCount() != 0 || h.Schema != nil {
+		t.Errorf("switching to classic kept the series: count %d, native %v", h.GetSampleCount(), h.Schema != nil)
+	}
+}

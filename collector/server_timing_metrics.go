@@ -95,7 +95,7 @@ func (s *series) observeServerTimings(r *probe.Result, ok bool) {
 		}
 		p := s.serverTimings[i].Load()
 		if p == nil {
-			h := newHistogram("server_timing", serverTimingPhaseBuckets(serverTimingPhases[i]))
+			h := s.histogram("server_timing", serverTimingPhaseBuckets(serverTimingPhases[i]))
 			p = &phaseHistogram{h: h, w: newLabelled(s.d.serverTiming, h, append(slices.Clone(s.base), serverTimingPhases[i])...)}
 			if !s.serverTimings[i].CompareAndSwap(nil, p) {
 				p = s.serverTimings[i].Load()
