@@ -97,22 +97,17 @@ func TestExposition(t *testing.T) {
 	expected := `
 # HELP llm_probe_time_to_first_token_seconds Time from just before the request is written to the first chunk with non-empty output, for successful streamed requests.
 # TYPE llm_probe_time_to_first_token_seconds histogram
-llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.001"} 0
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.005"} 0
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.01"} 0
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.02"} 0
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.04"} 0
-llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.06"} 0
-llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.08"} 0
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.1"} 0
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.25"} 1
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.3"} 1
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.5"} 2
-llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.75"} 2
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="1"} 2
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="2.5"} 2
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="5"} 2
-llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="7.5"} 2
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="10"} 2
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="+Inf"} 2
 llm_probe_time_to_first_token_seconds_sum{model="m",probe="steady",target="sim"} 0.6000000000000001
@@ -123,14 +118,9 @@ llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="
 llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.025"} 0
 llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.03"} 1
 llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.05"} 1
-llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.075"} 1
 llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.1"} 1
-llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.15"} 1
 llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.2"} 1
-llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.3"} 1
-llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.4"} 1
 llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.5"} 1
-llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.75"} 1
 llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="1"} 1
 llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="2.5"} 1
 llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="+Inf"} 1
@@ -142,14 +132,9 @@ llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="si
 llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.025"} 3
 llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.03"} 3
 llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.05"} 3
-llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.075"} 3
 llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.1"} 3
-llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.15"} 3
 llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.2"} 3
-llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.3"} 3
-llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.4"} 3
 llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.5"} 3
-llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.75"} 3
 llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="1"} 3
 llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="2.5"} 3
 llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="+Inf"} 3
@@ -157,8 +142,6 @@ llm_probe_inter_token_latency_seconds_sum{model="m",probe="steady",target="sim"}
 llm_probe_inter_token_latency_seconds_count{model="m",probe="steady",target="sim"} 3
 # HELP llm_probe_request_duration_seconds Time from just before the request is written to the last byte of the final event, for successful requests.
 # TYPE llm_probe_request_duration_seconds histogram
-llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="0.01"} 0
-llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="0.02"} 0
 llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="0.04"} 0
 llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="0.08"} 0
 llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="0.16"} 0
@@ -181,14 +164,9 @@ llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",
 llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="5"} 1
 llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="10"} 1
 llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="20"} 1
-llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="30"} 2
-llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="40"} 2
 llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="50"} 2
-llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="75"} 2
 llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="100"} 2
-llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="150"} 2
 llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="200"} 2
-llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="300"} 2
 llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="500"} 2
 llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="1000"} 2
 llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="2000"} 2
@@ -240,10 +218,10 @@ llm_probe_skipped_total{model="m",probe="steady",reason="overdue",target="sim"} 
 llm_probe_skipped_total{model="m",probe="steady",reason="target_concurrency_limit",target="sim"} 0
 # HELP llm_probe_phase_duration_seconds Duration of a connection phase of the probe request, for every request in which that phase happened.
 # TYPE llm_probe_phase_duration_seconds histogram
-` + phaseLines("connect", []int{0, 0, 0, 0, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2}, "0.005") +
-		phaseLines("dns", []int{0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, "0.001") +
-		phaseLines("first_byte", []int{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1}, "0.15") +
-		phaseLines("write", []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, "0.0001") + `
+` + phaseLines("connect", []int{0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2}, "0.005") +
+		phaseLines("dns", []int{0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, "0.001") +
+		phaseLines("first_byte", []int{0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1}, "0.15") +
+		phaseLines("write", []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, "0.0001") + `
 # HELP llm_probe_schedule_lag_seconds How late the scheduler sent a probe request relative to its planned time.
 # TYPE llm_probe_schedule_lag_seconds histogram
 llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="0.0001"} 0
@@ -257,7 +235,6 @@ llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="
 llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="1"} 1
 llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="5"} 1
 llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="10"} 1
-llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="30"} 1
 llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="60"} 1
 llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="+Inf"} 1
 llm_probe_schedule_lag_seconds_sum{model="m",probe="steady",target="sim"} 0.002
@@ -269,7 +246,7 @@ llm_probe_schedule_lag_seconds_count{model="m",probe="steady",target="sim"} 1
 }
 
 // phaseLines renders one phase's histogram over phaseBuckets(): cumulative
-// counts for the 16 bounds and +Inf, then the sum and the count.
+// counts for the bounds and +Inf, then the sum and the count.
 func phaseLines(phase string, cumulative []int, sum string) string {
 	var b strings.Builder
 	lbl := fmt.Sprintf(`model="m",phase=%q,probe="steady",target="sim"`, phase)

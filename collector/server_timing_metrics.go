@@ -51,7 +51,7 @@ const maxServerTiming = time.Hour
 // phases compare with TTFT bucket by bucket, and a model load or a whole
 // request's total fits. Per-token phases use the TPOT buckets instead.
 func serverTimingBuckets() []float64 {
-	return append(ttftBuckets(), 20, 40, 80, 160, 320)
+	return append(ttftBuckets(), 60, 300)
 }
 
 func serverTimingPhaseBuckets(phase string) []float64 {
