@@ -2,6 +2,7 @@
 package collector
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,27 @@ type SLO struct {
 type ProbeSeries struct {
 	Target, Probe, Model string
 	SLO                  SLO
+	// Protocol is the target's protocol (probe.LookupProtocol); its
+	// llm_probe_requests_total series are those of the outcomes the
+	// protocol can produce. Empty (or unknown) means every outcome.
+	Protocol string
+	// Histograms is the form of every histogram of the probe: one of
+	// HistogramForms(); empty means HistogramsBoth.
+	Histograms string
+}
+
+// Histogram forms (ProbeSeries.Histograms): classic buckets, a native
+// histogram, or both at once (the default).
+const (
+	HistogramsBoth    = "both"
+	HistogramsClassic = "classic"
+	HistogramsNative  = "native"
+)
+
+// HistogramForms lists the accepted values of ProbeSeries.Histograms,
+// the default first.
+func HistogramForms() []string {
+	return []string{HistogramsBoth, HistogramsClassic, HistogramsNative}
 }
 
 // Skip reasons the scheduler reports through Skipped. They are initialised to
@@ -210,13 +232,15 @@ func (m *ProbeMetrics) Collect(ch chan<- prometheus.Metric) {
 // Add creates the series of one probe with every counter at zero, so rate()
 // and increase() work before the first failure or skip. Adding a probe that
 // exists with the same model and SLO keeps its series (a reload that changed
-// nothing must not reset counters); a changed model or SLO replaces them,
-// because bucket layouts follow the SLO thresholds.
+// nothing must not reset counters); a changed model, SLO, protocol or
+// histogram form replaces them, because bucket layouts follow the SLO
+// thresholds and the outcome series follow the protocol.
 func (m *ProbeMetrics) Add(ps ProbeSeries) {
 	k := seriesKey{ps.Target, ps.Probe}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old, ok := m.series[k]; ok && old.model == ps.Model && old.slo == ps.SLO {
+	if old, ok := m.series[k]; ok && old.model == ps.Model && old.slo == ps.SLO && old.protocol == ps.Protocol &&
+		old.form == histogramForm(ps.Histograms) {
 		return
 	}
 	m.series[k] = newSeries(&m.d, ps)
@@ -278,10 +302,12 @@ func (g *goodBad) count(good bool) {
 }
 
 type series struct {
-	d     *descs
-	model string
-	slo   SLO
-	base  []string // target, probe, model label values
+	d        *descs
+	model    string
+	slo      SLO
+	protocol string
+	form     string   // histogramForm of ProbeSeries.Histograms
+	base     []string // target, probe, model label values
 
 	ttft, tpot, itl, duration, tps, lag prometheus.Histogram
 	// phases are created on their first observation (see phase), so that a
@@ -296,7 +322,9 @@ type series struct {
 	// ready func value instead of a fresh closure.
 	observeITL func(time.Duration)
 
-	requests          []prometheus.Counter // indexed by outcomeIndex
+	// requests is indexed by outcomeIndex; nil where the protocol cannot
+	// produce that outcome (see countOutcome).
+	requests          []prometheus.Counter
 	inTokens          prometheus.Counter
 	outTokens         prometheus.Counter
 	sloTTFT, sloTPOT  *goodBad
@@ -316,15 +344,33 @@ type series struct {
 	tls                           tlsSeries
 }
 
-func newHistogram(name string, buckets []float64) prometheus.Histogram {
-	return prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:                            name,
-		Help:                            name,
-		Buckets:                         buckets,
-		NativeHistogramBucketFactor:     nativeBucketFactor,
-		NativeHistogramMaxBucketNumber:  nativeMaxBucketNumber,
-		NativeHistogramMinResetDuration: nativeMinReset,
-	})
+// histogramForm is form with the default filled in.
+func histogramForm(form string) string {
+	if form == "" {
+		return HistogramsBoth
+	}
+	return form
+}
+
+// newHistogram builds a histogram in form: classic buckets only (no
+// native options), a native histogram only (no buckets: client_golang
+// then keeps no classic buckets but +Inf), or both.
+func newHistogram(name string, buckets []float64, form string) prometheus.Histogram {
+	opts := prometheus.HistogramOpts{Name: name, Help: name}
+	if form != HistogramsNative {
+		opts.Buckets = buckets
+	}
+	if form != HistogramsClassic {
+		opts.NativeHistogramBucketFactor = nativeBucketFactor
+		opts.NativeHistogramMaxBucketNumber = nativeMaxBucketNumber
+		opts.NativeHistogramMinResetDuration = nativeMinReset
+	}
+	return prometheus.NewHistogram(opts)
+}
+
+// histogram builds one of the series' histograms in the probe's form.
+func (s *series) histogram(name string, buckets []float64) prometheus.Histogram {
+	return newHistogram(name, buckets, s.form)
 }
 
 // The inner metrics' own names and help are never exposed (labelled replaces
@@ -340,11 +386,13 @@ func newGauge() prometheus.Gauge {
 func newSeries(d *descs, ps ProbeSeries) *series {
 	slo := ps.SLO
 	s := &series{
-		d:       d,
-		model:   ps.Model,
-		slo:     slo,
-		base:    validUTF8(ps.Target, ps.Probe, ps.Model),
-		skipped: make(map[string]prometheus.Counter),
+		d:        d,
+		model:    ps.Model,
+		slo:      slo,
+		protocol: ps.Protocol,
+		form:     histogramForm(ps.Histograms),
+		base:     validUTF8(ps.Target, ps.Probe, ps.Model),
+		skipped:  make(map[string]prometheus.Counter),
 	}
 	lv := func(extra ...string) []string {
 		return append(append(make([]string, 0, len(s.base)+len(extra)), s.base...), extra...)
@@ -353,12 +401,12 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 		s.always = append(s.always, newLabelled(desc, metric, lv(extra...)...))
 	}
 
-	s.ttft = newHistogram("ttft", withThresholds(ttftBuckets(), slo.TTFT))
-	s.tpot = newHistogram("tpot", withThresholds(tpotBuckets(), slo.TPOT))
-	s.itl = newHistogram("itl", withThresholds(tpotBuckets(), slo.TPOT))
-	s.duration = newHistogram("duration", requestDurationBuckets())
-	s.tps = newHistogram("tps", tokensPerSecondBuckets())
-	s.lag = newHistogram("lag", scheduleLagBuckets())
+	s.ttft = s.histogram("ttft", withThresholds(ttftBuckets(), slo.TTFT))
+	s.tpot = s.histogram("tpot", withThresholds(tpotBuckets(), slo.TPOT))
+	s.itl = s.histogram("itl", withThresholds(tpotBuckets(), slo.TPOT))
+	s.duration = s.histogram("duration", requestDurationBuckets())
+	s.tps = s.histogram("tps", tokensPerSecondBuckets())
+	s.lag = s.histogram("lag", scheduleLagBuckets())
 	itl := s.itl
 	s.observeITL = func(gap time.Duration) { itl.Observe(gap.Seconds()) }
 	add(d.ttft, s.ttft)
@@ -368,9 +416,9 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 	add(d.tps, s.tps)
 	add(d.lag, s.lag)
 
-	outcomes := probe.Outcomes()
-	s.requests = make([]prometheus.Counter, len(outcomes))
-	for i, o := range outcomes {
+	s.requests = make([]prometheus.Counter, len(probe.Outcomes()))
+	for _, o := range protocolOutcomes(ps.Protocol) {
+		i := outcomeIndex(o)
 		s.requests[i] = newCounter()
 		add(d.requests, s.requests[i], string(o))
 	}
@@ -501,11 +549,40 @@ func outcomeIndex(o probe.Outcome) int {
 	return 6
 }
 
+// protocolOutcomes are the outcomes a probe of protocol exports: those the
+// protocol table says its driver can produce, all of them for an empty or
+// unknown protocol (callers that do not say). protocol_error is always among
+// them: it is where outcomes the protocol cannot produce are counted.
+func protocolOutcomes(protocol string) []probe.Outcome {
+	p, ok := probe.LookupProtocol(protocol)
+	if !ok || len(p.Outcomes) == 0 {
+		return probe.Outcomes()
+	}
+	if !slices.Contains(p.Outcomes, probe.OutcomeProtocolError) {
+		p.Outcomes = append(p.Outcomes, probe.OutcomeProtocolError)
+	}
+	// Exposition order follows probe.Outcomes(), whatever the table's.
+	slices.SortFunc(p.Outcomes, func(a, b probe.Outcome) int { return outcomeIndex(a) - outcomeIndex(b) })
+	return p.Outcomes
+}
+
+// countOutcome counts one attempt. An outcome the probe's protocol cannot
+// produce (a driver bug, like an unknown one) is counted as protocol_error,
+// so that no attempt is lost and no series appears that the protocol table
+// says cannot exist.
+func (s *series) countOutcome(o probe.Outcome) {
+	c := s.requests[outcomeIndex(o)]
+	if c == nil {
+		c = s.requests[outcomeIndex(probe.OutcomeProtocolError)]
+	}
+	c.Inc()
+}
+
 func (s *series) observe(r *probe.Result) {
 	ok := r.Outcome == probe.OutcomeSuccess
 	isStream := streamed(r)
 
-	s.requests[outcomeIndex(r.Outcome)].Inc()
+	s.countOutcome(r.Outcome)
 	if r.Retry != nil {
 		s.countRetry(r.Retry.Reason)
 	}
@@ -618,7 +695,7 @@ func (s *series) observePhase(i int, happened bool, d time.Duration) {
 	}
 	p := s.phases[i].Load()
 	if p == nil {
-		h := newHistogram("phase", phaseBuckets())
+		h := s.histogram("phase", phaseBuckets())
 		p = &phaseHistogram{h: h, w: newLabelled(s.d.phase, h, append(append([]string(nil), s.base...), phaseNames()[i])...)}
 		if !s.phases[i].CompareAndSwap(nil, p) {
 			p = s.phases[i].Load()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -69,7 +70,7 @@ func streamedSuccess() *probe.Result {
 
 func TestExposition(t *testing.T) {
 	m := NewProbeMetrics()
-	m.Add(ProbeSeries{Target: "sim", Probe: "steady", Model: "m", SLO: testSLO})
+	m.Add(ProbeSeries{Target: "sim", Probe: "steady", Model: "m", SLO: testSLO, Protocol: probe.ProtocolOpenAIChat})
 	reg := newTestRegistry(t, m)
 
 	m.Observe("sim", "steady", streamedSuccess())
@@ -96,22 +97,17 @@ func TestExposition(t *testing.T) {
 	expected := `
 # HELP llm_probe_time_to_first_token_seconds Time from just before the request is written to the first chunk with non-empty output, for successful streamed requests.
 # TYPE llm_probe_time_to_first_token_seconds histogram
-llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.001"} 0
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.005"} 0
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.01"} 0
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.02"} 0
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.04"} 0
-llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.06"} 0
-llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.08"} 0
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.1"} 0
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.25"} 1
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.3"} 1
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.5"} 2
-llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.75"} 2
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="1"} 2
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="2.5"} 2
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="5"} 2
-llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="7.5"} 2
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="10"} 2
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="+Inf"} 2
 llm_probe_time_to_first_token_seconds_sum{model="m",probe="steady",target="sim"} 0.6000000000000001
@@ -122,14 +118,9 @@ llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="
 llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.025"} 0
 llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.03"} 1
 llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.05"} 1
-llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.075"} 1
 llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.1"} 1
-llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.15"} 1
 llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.2"} 1
-llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.3"} 1
-llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.4"} 1
 llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.5"} 1
-llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.75"} 1
 llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="1"} 1
 llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="2.5"} 1
 llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="+Inf"} 1
@@ -141,14 +132,9 @@ llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="si
 llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.025"} 3
 llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.03"} 3
 llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.05"} 3
-llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.075"} 3
 llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.1"} 3
-llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.15"} 3
 llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.2"} 3
-llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.3"} 3
-llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.4"} 3
 llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.5"} 3
-llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.75"} 3
 llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="1"} 3
 llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="2.5"} 3
 llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="+Inf"} 3
@@ -156,8 +142,6 @@ llm_probe_inter_token_latency_seconds_sum{model="m",probe="steady",target="sim"}
 llm_probe_inter_token_latency_seconds_count{model="m",probe="steady",target="sim"} 3
 # HELP llm_probe_request_duration_seconds Time from just before the request is written to the last byte of the final event, for successful requests.
 # TYPE llm_probe_request_duration_seconds histogram
-llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="0.01"} 0
-llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="0.02"} 0
 llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="0.04"} 0
 llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="0.08"} 0
 llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="0.16"} 0
@@ -180,14 +164,9 @@ llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",
 llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="5"} 1
 llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="10"} 1
 llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="20"} 1
-llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="30"} 2
-llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="40"} 2
 llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="50"} 2
-llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="75"} 2
 llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="100"} 2
-llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="150"} 2
 llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="200"} 2
-llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="300"} 2
 llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="500"} 2
 llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="1000"} 2
 llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="2000"} 2
@@ -197,7 +176,6 @@ llm_probe_output_tokens_per_second_count{model="m",probe="steady",target="sim"} 
 # HELP llm_probe_requests_total Probe requests by outcome.
 # TYPE llm_probe_requests_total counter
 llm_probe_requests_total{model="m",outcome="connect_error",probe="steady",target="sim"} 0
-llm_probe_requests_total{model="m",outcome="grpc_error",probe="steady",target="sim"} 0
 llm_probe_requests_total{model="m",outcome="http_4xx",probe="steady",target="sim"} 0
 llm_probe_requests_total{model="m",outcome="http_5xx",probe="steady",target="sim"} 1
 llm_probe_requests_total{model="m",outcome="incomplete",probe="steady",target="sim"} 0
@@ -240,10 +218,10 @@ llm_probe_skipped_total{model="m",probe="steady",reason="overdue",target="sim"} 
 llm_probe_skipped_total{model="m",probe="steady",reason="target_concurrency_limit",target="sim"} 0
 # HELP llm_probe_phase_duration_seconds Duration of a connection phase of the probe request, for every request in which that phase happened.
 # TYPE llm_probe_phase_duration_seconds histogram
-` + phaseLines("connect", []int{0, 0, 0, 0, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2}, "0.005") +
-		phaseLines("dns", []int{0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, "0.001") +
-		phaseLines("first_byte", []int{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1}, "0.15") +
-		phaseLines("write", []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, "0.0001") + `
+` + phaseLines("connect", []int{0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2}, "0.005") +
+		phaseLines("dns", []int{0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, "0.001") +
+		phaseLines("first_byte", []int{0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1}, "0.15") +
+		phaseLines("write", []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, "0.0001") + `
 # HELP llm_probe_schedule_lag_seconds How late the scheduler sent a probe request relative to its planned time.
 # TYPE llm_probe_schedule_lag_seconds histogram
 llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="0.0001"} 0
@@ -257,7 +235,6 @@ llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="
 llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="1"} 1
 llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="5"} 1
 llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="10"} 1
-llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="30"} 1
 llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="60"} 1
 llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="+Inf"} 1
 llm_probe_schedule_lag_seconds_sum{model="m",probe="steady",target="sim"} 0.002
@@ -269,7 +246,7 @@ llm_probe_schedule_lag_seconds_count{model="m",probe="steady",target="sim"} 1
 }
 
 // phaseLines renders one phase's histogram over phaseBuckets(): cumulative
-// counts for the 16 bounds and +Inf, then the sum and the count.
+// counts for the bounds and +Inf, then the sum and the count.
 func phaseLines(phase string, cumulative []int, sum string) string {
 	var b strings.Builder
 	lbl := fmt.Sprintf(`model="m",phase=%q,probe="steady",target="sim"`, phase)
@@ -892,5 +869,100 @@ llm_probe_slo_requests_total{model="m",probe="p",result="good",slo="ttft",target
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "llm_probe_slo_requests_total"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A probe exports llm_probe_requests_total only for the outcomes its
+// protocol can produce (all at zero from the start); an outcome the protocol
+// cannot produce is a driver bug and counts as protocol_error.
+func TestOutcomeSeriesFollowProtocol(t *testing.T) {
+	for _, p := range probe.Protocols() {
+		t.Run(p.Name, func(t *testing.T) {
+			m := NewProbeMetrics()
+			m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m", Protocol: p.Name})
+			reg := newTestRegistry(t, m)
+			if n, _ := testutil.GatherAndCount(reg, "llm_probe_requests_total"); n != len(p.Outcomes) {
+				t.Errorf("requests_total series = %d, want %d (%v)", n, len(p.Outcomes), p.Outcomes)
+			}
+			for _, o := range p.Outcomes {
+				if got := requestsTotal(t, reg, string(o)); got != 0 {
+					t.Errorf("%s = %v before any request, want 0", o, got)
+				}
+			}
+			var foreign probe.Outcome
+			for _, o := range probe.Outcomes() {
+				if !slices.Contains(p.Outcomes, o) {
+					foreign = o
+				}
+			}
+			if foreign == "" {
+				t.Fatalf("protocol %s produces every outcome; the test needs one it cannot", p.Name)
+			}
+			m.Observe("sim", "p", &probe.Result{Outcome: foreign})
+			if got := requestsTotal(t, reg, string(probe.OutcomeProtocolError)); got != 1 {
+				t.Errorf("%s (not a %s outcome) counted as protocol_error %v times, want 1", foreign, p.Name, got)
+			}
+			if n, _ := testutil.GatherAndCount(reg, "llm_probe_requests_total"); n != len(p.Outcomes) {
+				t.Errorf("after a foreign outcome: requests_total series = %d, want %d", n, len(p.Outcomes))
+			}
+		})
+	}
+}
+
+// A reload that changes a target's protocol changes its outcome series.
+func TestOutcomeSeriesFollowProtocolChange(t *testing.T) {
+	m := NewProbeMetrics()
+	m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m", Protocol: probe.ProtocolOpenAIChat})
+	reg := newTestRegistry(t, m)
+	m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m", Protocol: probe.ProtocolTritonGRPC})
+	m.Observe("sim", "p", &probe.Result{Outcome: probe.OutcomeGRPCError})
+	if got := requestsTotal(t, reg, string(probe.OutcomeGRPCError)); got != 1 {
+		t.Errorf("grpc_error = %v after switching to triton_grpc, want 1", got)
+	}
+}
+
+// Each histogram form exposes its part only: classic buckets without a
+// native histogram, a native histogram without classic buckets, or both.
+func TestHistogramForms(t *testing.T) {
+	for _, form := range append(HistogramForms(), "") {
+		t.Run("form="+form, func(t *testing.T) {
+			m := NewProbeMetrics()
+			m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m", SLO: testSLO, Histograms: form})
+			reg := newTestRegistry(t, m)
+			m.Observe("sim", "p", &probe.Result{Outcome: probe.OutcomeSuccess, Streamed: true, StatusCode: 200,
+				TTFT: 30 * time.Millisecond, EndToEnd: 100 * time.Millisecond, OutputTokens: 2,
+				Chunks: []probe.Chunk{{At: 30 * time.Millisecond, Tokens: 1}, {At: 60 * time.Millisecond, Tokens: 1}},
+				Phases: probe.Phases{Write: time.Millisecond, HasWrite: true}})
+			m.ObserveBurstSpread("sim", "p", time.Millisecond)
+			wantClassic := form != HistogramsNative
+			wantNative := form != HistogramsClassic
+			for _, name := range []string{"llm_probe_time_to_first_token_seconds", "llm_probe_inter_token_latency_seconds",
+				"llm_probe_phase_duration_seconds", "llm_probe_schedule_lag_seconds", "llm_probe_burst_spread_seconds"} {
+				h := gatherOne(t, reg, name).GetMetric()[0].GetHistogram()
+				if got := len(h.GetBucket()) > 0; got != wantClassic {
+					t.Errorf("%s: classic buckets %v, want %v", name, got, wantClassic)
+				}
+				if got := h.Schema != nil; got != wantNative {
+					t.Errorf("%s: native histogram %v, want %v", name, got, wantNative)
+				}
+			}
+		})
+	}
+}
+
+// Changing a probe's histogram form replaces its series.
+func TestHistogramFormChangeReplacesSeries(t *testing.T) {
+	m := NewProbeMetrics()
+	m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m"})
+	reg := newTestRegistry(t, m)
+	m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m", Histograms: HistogramsBoth})
+	m.ObserveScheduleLag("sim", "p", time.Millisecond)
+	m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m", Histograms: HistogramsBoth})
+	if h := gatherOne(t, reg, "llm_probe_schedule_lag_seconds").GetMetric()[0].GetHistogram(); h.GetSampleCount() != 1 {
+		t.Errorf("an unchanged form (empty = both) reset the series: count %d", h.GetSampleCount())
+	}
+	m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m", Histograms: HistogramsClassic})
+	if h := gatherOne(t, reg, "llm_probe_schedule_lag_seconds").GetMetric()[0].GetHistogram(); h.GetSampleCount() != 0 || h.Schema != nil {
+		t.Errorf("switching to classic kept the series: count %d, native %v", h.GetSampleCount(), h.Schema != nil)
 	}
 }

@@ -94,7 +94,7 @@ func (m *ProbeMetrics) ObserveBurstSpread(target, probeName string, spread time.
 	ss := &s.sched
 	ss.mu.Lock()
 	if ss.spread == nil {
-		ss.spread = newHistogram("burst_spread", burstSpreadBuckets())
+		ss.spread = s.histogram("burst_spread", burstSpreadBuckets())
 		ss.spreadW = newLabelled(s.d.sched.burstSpread, ss.spread, s.base...)
 	}
 	h := ss.spread

@@ -51,7 +51,7 @@ const maxServerTiming = time.Hour
 // phases compare with TTFT bucket by bucket, and a model load or a whole
 // request's total fits. Per-token phases use the TPOT buckets instead.
 func serverTimingBuckets() []float64 {
-	return append(ttftBuckets(), 20, 40, 80, 160, 320)
+	return append(ttftBuckets(), 60, 300)
 }
 
 func serverTimingPhaseBuckets(phase string) []float64 {
@@ -95,7 +95,7 @@ func (s *series) observeServerTimings(r *probe.Result, ok bool) {
 		}
 		p := s.serverTimings[i].Load()
 		if p == nil {
-			h := newHistogram("server_timing", serverTimingPhaseBuckets(serverTimingPhases[i]))
+			h := s.histogram("server_timing", serverTimingPhaseBuckets(serverTimingPhases[i]))
 			p = &phaseHistogram{h: h, w: newLabelled(s.d.serverTiming, h, append(slices.Clone(s.base), serverTimingPhases[i])...)}
 			if !s.serverTimings[i].CompareAndSwap(nil, p) {
 				p = s.serverTimings[i].Load()

@@ -40,7 +40,7 @@ func TestServerReportedTimings(t *testing.T) {
 	want := `
 # HELP llm_probe_server_reported_seconds Duration of a part of the probe request as the server itself reported it (llama.cpp's timings, Ollama's *_duration fields, TGI's x-*-time headers), by the server's own name for it, for successful requests. The server's clock, beside the prober's, never in place of it.
 # TYPE llm_probe_server_reported_seconds histogram
-` + serverTimingLines("predicted", "5", 2, map[float64]int{2.5: 1, 5: 2}) + serverTimingLines("prompt", "0.08", 2, map[float64]int{0.04: 1, 0.06: 2}) + `# HELP llm_probe_server_timing_invalid_total Timings a server announced for successful probe requests that could not be used, and so were not observed: missing from its timings object, null, not a number, negative or over an hour.
+` + serverTimingLines("predicted", "5", 2, map[float64]int{2.5: 1, 5: 2}) + serverTimingLines("prompt", "0.08", 2, map[float64]int{0.04: 1, 0.1: 2}) + `# HELP llm_probe_server_timing_invalid_total Timings a server announced for successful probe requests that could not be used, and so were not observed: missing from its timings object, null, not a number, negative or over an hour.
 # TYPE llm_probe_server_timing_invalid_total counter
 llm_probe_server_timing_invalid_total{model="m",probe="p",target="t"} 3
 `
@@ -94,7 +94,7 @@ func TestServerTimingPhasesBounded(t *testing.T) {
 	if got := serverTimingPhaseBuckets("time_per_token"); len(got) != len(tpotBuckets()) {
 		t.Errorf("time_per_token buckets %v", got)
 	}
-	if b := serverTimingBuckets(); b[len(b)-1] != 320 {
+	if b := serverTimingBuckets(); b[len(b)-1] != 300 {
 		t.Errorf("buckets %v", b)
 	}
 }

@@ -33,6 +33,9 @@ type Config struct {
 	Targets   []*Target            `yaml:"targets"`
 	Workloads map[string]*Workload `yaml:"workloads,omitempty"`
 	GPUs      GPUs                 `yaml:"gpus"`
+	// Histograms is the form of every probe histogram (classic, native or
+	// both); a target's own histograms: overrides it.
+	Histograms string `yaml:"histograms"`
 }
 
 // Target is one inference endpoint and the probes sent to it.
@@ -75,6 +78,9 @@ type Target struct {
 	// MaxInFlight bounds the requests in flight to this target across all
 	// its probes, so a burst on one probe cannot exhaust the prober.
 	MaxInFlight int `yaml:"max_in_flight"`
+	// Histograms is the form of the target's probe histograms: classic,
+	// native or both; the top-level histograms: when unset.
+	Histograms string `yaml:"histograms"`
 
 	// Triton is the tensor mapping and gRPC settings of triton_* targets.
 	Triton *Triton `yaml:"triton,omitempty"`
@@ -206,6 +212,9 @@ func (c *Config) applyDefaults() {
 	if c.GPUs.Enabled == "" {
 		c.GPUs.Enabled = "auto"
 	}
+	if c.Histograms == "" {
+		c.Histograms = collector.HistogramsBoth
+	}
 	if c.Workloads == nil {
 		c.Workloads = map[string]*Workload{}
 	}
@@ -227,6 +236,9 @@ func (c *Config) applyDefaults() {
 		}
 		if t.MaxInFlight == 0 {
 			t.MaxInFlight = DefaultTargetMaxInFlight
+		}
+		if t.Histograms == "" {
+			t.Histograms = c.Histograms
 		}
 		if protocolIs(t.Protocol, isOllama) {
 			if t.Ollama == nil {
@@ -292,6 +304,7 @@ func (c *Config) validate(d *decoder) {
 	if len(c.Targets) == 0 {
 		d.at("targets", "no targets configured; add at least one under targets:")
 	}
+	validateHistograms(d, "histograms", c.Histograms)
 	targetNames := map[string]int{}
 	for i, t := range c.Targets {
 		path := fmt.Sprintf("targets[%d]", i)
@@ -357,6 +370,9 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 	}
 	if t.MaxInFlight < 1 || t.MaxInFlight > maxInFlightLimit {
 		d.at(path+".max_in_flight", "want 1 to %d, got %d", maxInFlightLimit, t.MaxInFlight)
+	}
+	if t.Histograms != c.Histograms { // an inherited value was checked at the top level
+		validateHistograms(d, path+".histograms", t.Histograms)
 	}
 	validateTriton(d, path, t)
 	if o := t.Ollama; o != nil {
@@ -760,6 +776,13 @@ func (g GPUs) Settings() collector.GPUSettings {
 		mode = collector.GPUOff
 	}
 	return collector.GPUSettings{Mode: mode, Library: g.Library, Devices: slices.Clone(g.Devices)}
+}
+
+// validateHistograms checks a histograms: value (defaults applied).
+func validateHistograms(d *decoder, path, form string) {
+	if !slices.Contains(collector.HistogramForms(), form) {
+		d.at(path, "unknown histogram form %q; want one of %s", form, strings.Join(collector.HistogramForms(), ", "))
+	}
 }
 
 // CollectorSLO is the probe's SLO in the probe metrics' terms (the zero

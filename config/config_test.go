@@ -2,6 +2,7 @@ package config
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -211,4 +212,50 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("error does not name the file: %v", err)
 		}
 	})
+}
+
+// histograms: is set at the top level, per target, or neither (both); a
+// bad value is reported at its key with the allowed ones.
+func TestHistograms(t *testing.T) {
+	const yml = `%s
+targets:
+  - name: a
+    protocol: openai_chat
+    url: http://localhost:8000
+    model: m
+    probes: [{name: p, schedule: {every: 15s}}]
+  - name: b
+    protocol: openai_chat
+    url: http://localhost:8000
+    model: m
+%s
+    probes: [{name: p, schedule: {every: 15s}}]
+`
+	for _, c := range []struct {
+		top, target string
+		wantA       string
+		wantB       string
+		wantErr     string
+	}{
+		{"", "", "both", "both", ""},
+		{"histograms: native", "", "native", "native", ""},
+		{"histograms: native", "    histograms: classic", "native", "classic", ""},
+		{"", "    histograms: classic", "both", "classic", ""},
+		{"histograms: sparse", "", "", "", `cfg.yml:1:1: histograms: unknown histogram form "sparse"; want one of both, classic, native`},
+		{"", "    histograms: Classic", "", "", `cfg.yml:12:5: targets[1].histograms: unknown histogram form "Classic"; want one of both, classic, native`},
+	} {
+		cfg, err := Parse([]byte(fmt.Sprintf(yml, c.top, c.target)), "cfg.yml", ".", noEnv)
+		if c.wantErr != "" {
+			if err == nil || err.Error() != c.wantErr {
+				t.Errorf("%q/%q: error %v, want %s", c.top, c.target, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q/%q: %v", c.top, c.target, err)
+		}
+		if a, b := cfg.Targets[0].Histograms, cfg.Targets[1].Histograms; a != c.wantA || b != c.wantB {
+			t.Errorf("%q/%q: histograms %s, %s; want %s, %s", c.top, c.target, a, b, c.wantA, c.wantB)
+		}
+	}
 }

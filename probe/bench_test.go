@@ -34,3 +34,25 @@ func benchEvent(b *testing.B, payload string) {
 		}
 	}
 }
+
+// BenchmarkOpenAIRequestBody: encoding one chat request body, from the
+// struct (what requestBody does without Extra) and from a map (before).
+func BenchmarkOpenAIRequestBody(b *testing.B) {
+	temp := 0.0
+	d := &openAIDriver{chat: true, t: &httpTarget{}}
+	req := &Request{Model: "m", Messages: []Message{{Role: "user", Content: "Write a short story about a robot."}},
+		MaxTokens: 128, Stream: true, Temperature: &temp, IgnoreEOS: true}
+	for _, c := range []struct {
+		name   string
+		encode func(*Request) ([]byte, error)
+	}{{"struct", d.requestBody}, {"map", d.requestBodyMap}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.encode(req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

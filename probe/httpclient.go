@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -204,7 +205,7 @@ type exchange struct {
 	trace  *traceRecorder
 	resp   *http.Response
 	body   *watchedBody
-	idle   *time.Timer
+	idle   *stallWatch
 	start  time.Time
 	// auth is the headers http_client_config's authentication set.
 	auth http.Header
@@ -271,8 +272,8 @@ func (t *httpTarget) send(ctx context.Context, r *Result, endpoint string, body 
 	}
 	// The stall detector is armed once the head has arrived: from here on
 	// the server has accepted the request and owes us bytes.
-	ex.idle = time.AfterFunc(t.opts.StreamIdleTimeout, func() { ex.cancel(errStreamStalled) })
-	ex.body = &watchedBody{r: resp.Body, idle: ex.idle, timeout: t.opts.StreamIdleTimeout}
+	ex.idle = newStallWatch(t.opts.StreamIdleTimeout, func() { ex.cancel(errStreamStalled) })
+	ex.body = &watchedBody{r: resp.Body, stall: ex.idle}
 	if !ex.checkStatus(r) || !ex.checkBody(r) {
 		r.EndToEnd = time.Since(ex.start)
 		ex.finish()
@@ -567,14 +568,13 @@ func (ex *exchange) checkStatus(r *Result) bool {
 	return false
 }
 
-// watchedBody re-arms the stall detector on every read that delivered bytes
-// and remembers when the last byte arrived.
+// watchedBody tells the stall detector about every read that delivered
+// bytes and remembers when the last byte arrived.
 type watchedBody struct {
-	r       io.Reader
-	idle    *time.Timer
-	timeout time.Duration
-	last    time.Time
-	n       int64
+	r     io.Reader
+	stall *stallWatch
+	last  time.Time
+	n     int64
 }
 
 func (w *watchedBody) Read(p []byte) (int, error) {
@@ -582,9 +582,56 @@ func (w *watchedBody) Read(p []byte) (int, error) {
 	if n > 0 {
 		w.last = time.Now()
 		w.n += int64(n)
-		w.idle.Reset(w.timeout)
+		w.stall.touch(w.last)
 	}
 	return n, err
+}
+
+// stallWatch calls onStall once no byte has arrived for timeout. A read
+// only stores its time in an atomic (touch); one timer per exchange fires
+// when the earliest possible stall is due, compares, and re-arms for the
+// remainder. Resetting a time.Timer on every read, as before, took the
+// timer heap's lock per read (2.6% of CPU with 200 µs gaps); this costs
+// one timer wake-up per timeout while bytes flow, and still declares a
+// stall exactly timeout after the last byte (plus timer latency).
+type stallWatch struct {
+	timeout time.Duration
+	base    time.Time    // monotonic origin of last
+	last    atomic.Int64 // time of the last byte (or arming) since base
+	stopped atomic.Bool
+	timer   *time.Timer
+	onStall func()
+}
+
+// newStallWatch arms the detector: the first byte is owed within timeout.
+func newStallWatch(timeout time.Duration, onStall func()) *stallWatch {
+	w := &stallWatch{timeout: timeout, base: time.Now(), onStall: onStall}
+	w.timer = time.AfterFunc(timeout, w.check)
+	return w
+}
+
+// touch records that bytes arrived at now.
+func (w *stallWatch) touch(now time.Time) {
+	w.last.Store(int64(now.Sub(w.base)))
+}
+
+func (w *stallWatch) check() {
+	if w.stopped.Load() {
+		return
+	}
+	idle := time.Since(w.base) - time.Duration(w.last.Load())
+	if idle >= w.timeout {
+		w.onStall()
+		return
+	}
+	w.timer.Reset(w.timeout - idle)
+}
+
+// Stop disarms the detector for good; a check already running when Stop
+// is called does nothing more than re-arm a timer that then does nothing.
+func (w *stallWatch) Stop() {
+	w.stopped.Store(true)
+	w.timer.Stop()
 }
 
 // traceRecorder collects httptrace events. Its hooks may run on transport

@@ -1,8 +1,11 @@
 package probe
 
 import (
+	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // fastSlowSeeds are chunks and answers as servers send them, and the
@@ -113,17 +116,69 @@ var timingsCorners = []string{
 	`{"timings":{"prompt_ms":1},"timings":{"predicted_ms":2}}`, `{"Timings":{"prompt_ms":1}}`, `{"timing\u0073":{"prompt_ms":1}}`,
 }
 
+// invalidChunks are broken in ways only a validating reader notices: the
+// fast path, which validates as it reads, must decline every one (decode
+// then fails in encoding/json), whether the fault is in a field it reads
+// or in one it skips.
+var invalidChunks = []string{
+	`{"choices":[{"delta":{"content":"a"}}]`, `{"choices":[{"delta":{"content":"a"}}]}x`,
+	`{"choices":[{"delta":{"content":"a"}},]}`, `{"choices":[{"delta":{"content":"a"},}]}`,
+	`{"choices":[{"delta":{"content":"a"}}],}`, `{"choices" [] }`, `{"choices":[] "usage":null}`,
+	`{"choices":[{"delta":{"content":"a"}}],"id":01}`, `{"choices":[],"created":1.}`,
+	`{"choices":[],"created":-}`, `{"choices":[],"created":1e}`, `{"choices":[],"created":+1}`,
+	`{"choices":[],"logprobs":nul}`, `{"choices":[],"x":tru}`, `{"choices":[],"x":True}`,
+	`{"usage":nulls}`, `{"choices":[{"finish_reason":nulL}]}`, `{"choices":[{"delta":nil}]}`,
+	"{\"choices\":[{\"delta\":{\"content\":\"a\tb\"}}]}",
+	"{\"choices\":[{\"delta\":{\"content\":\"a\xffb\"}}]}",
+	"{\"choices\":[],\"id\":\"\xc3\"}",
+	`{"choices":[{"delta":{"content":"a\qb"}}]}`, `{"choices":[{"delta":{"content":"\u12G4"}}]}`,
+	`{"choices":[{"delta":{"content":"a`, `{"choices":[],"x":{"a" 1}}`, `{"choices":[],"x":[1 2]}`,
+	`{"choices":[],"x":{"a":1,}}`, `{"choices":[],"x":{1:2}}`, `{"choices":[],"x":[}`,
+	`{"usage":{"completion_tokens":1,}}`, `{"usage":{"completion_tokens":01}}`,
+	`{"choices":[{"delta":{"tool_calls":[{"function":{"name":"a",}}]}}]}`,
+	`{"timings":{"prompt_ms":1,}}`, `{"timings":{"prompt_ms":1.e3}}`,
+	`{"choices":[],"x":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`,
+	`{"choices":[{"text":` + strings.Repeat(`{"a":`, 70) + "1" + strings.Repeat("}", 70) + `}]}`,
+	"", " ", "{", `{"choices":[],"x":"\ud800"`,
+}
+
+func TestOAIChunkFastPathRejectsInvalid(t *testing.T) {
+	for _, s := range invalidChunks {
+		var c oaiChunk
+		c.reset()
+		if c.decodeFast([]byte(s)) {
+			t.Errorf("fast path accepted invalid %q", s)
+		}
+		if err := c.decode([]byte(s)); err == nil {
+			t.Errorf("decode accepted invalid %q", s)
+		}
+	}
+}
+
+// Deep but legal nesting in a skipped field is within maxJSONDepth for
+// decodeJSON; the fast path declines it (its budget is smaller) and the
+// answer is still decoded.
+func TestOAIChunkFastPathDeepButLegal(t *testing.T) {
+	s := `{"choices":[{"delta":{"content":"a"}}],"x":` + strings.Repeat("[", 60) + strings.Repeat("]", 60) + `}`
+	var c oaiChunk
+	if err := c.decode([]byte(s)); err != nil || !c.hasOutput() {
+		t.Fatalf("decode(%d-deep) = %v, output %v; want the content", 61, err, c.hasOutput())
+	}
+}
+
 // The fast path must give exactly what encoding/json gives whenever it
 // claims an input; when it declines, decode falls back to decodeJSON.
 func checkFastSlow(t *testing.T, data []byte) {
 	t.Helper()
-	if !fastJSONOK(data) {
-		return
-	}
 	var fast, slow oaiChunk
 	fast.reset()
 	if !fast.decodeFast(data) {
 		return
+	}
+	// The fast path validates as it reads: whatever it accepts must pass
+	// every check the slow path makes (UTF-8, depth, json.Valid).
+	if !utf8.Valid(data) || checkJSONDepth(data, maxJSONDepth) != nil || !json.Valid(data) {
+		t.Fatalf("fast path accepted invalid input %q", data)
 	}
 	slow.reset()
 	if err := decodeJSON(data, &slow); err != nil {
@@ -159,6 +214,7 @@ func allFastSlowSeeds() []string {
 	seeds = append(seeds, toolCallSeeds...)
 	seeds = append(seeds, llamaCppSeeds...)
 	seeds = append(seeds, timingsCorners...)
+	seeds = append(seeds, invalidChunks...)
 	return append(seeds, toolCallCorners...)
 }
 
@@ -169,7 +225,7 @@ func TestOAIChunkFastPathTakesCommonChunks(t *testing.T) {
 	for _, s := range append(common, llamaCppSeeds...) {
 		var c oaiChunk
 		c.reset()
-		if !fastJSONOK([]byte(s)) || !c.decodeFast([]byte(s)) {
+		if !c.decodeFast([]byte(s)) {
 			t.Errorf("fast path declined %s", s)
 		}
 	}

@@ -64,6 +64,72 @@ func (t *httpTarget) done(r *Result) {
 // overrides a built field; an Extra entry with a nil value removes it (e.g.
 // stream_options for a server that rejects it).
 func (d *openAIDriver) requestBody(req *Request) ([]byte, error) {
+	if len(req.Extra) == 0 {
+		return json.Marshal(d.requestFields(req))
+	}
+	return d.requestBodyMap(req)
+}
+
+// oaiRequestBody is the body requestBodyMap builds, as a struct: its fields
+// are in the order encoding/json sorts a map's keys and are omitted exactly
+// when requestBodyMap leaves the key out, so both give the same bytes
+// (TestOpenAIRequestBodyStructMatchesMap), but this one is encoded from
+// json's cached struct encoder without a map built, sorted and reflected
+// over per request.
+type oaiRequestBody struct {
+	IgnoreEOS     bool              `json:"ignore_eos,omitempty"`
+	MaxTokens     int               `json:"max_tokens,omitempty"`
+	Messages      any               `json:"messages,omitempty"`
+	MinTokens     int               `json:"min_tokens,omitempty"`
+	Model         string            `json:"model,omitempty"`
+	Prompt        any               `json:"prompt,omitempty"`
+	Seed          *int64            `json:"seed,omitempty"`
+	Stop          []string          `json:"stop,omitempty"`
+	Stream        bool              `json:"stream"`
+	StreamOptions *oaiStreamOptions `json:"stream_options,omitempty"`
+	Temperature   *float64          `json:"temperature,omitempty"`
+	TopP          *float64          `json:"top_p,omitempty"`
+}
+
+type oaiStreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+var includeUsage = &oaiStreamOptions{IncludeUsage: true}
+
+// requestFields is requestBodyMap's body for a request without Extra.
+func (d *openAIDriver) requestFields(req *Request) *oaiRequestBody {
+	b := &oaiRequestBody{
+		Model:       req.modelOr(d.t.opts.Model),
+		Stream:      req.Stream,
+		Seed:        req.Seed,
+		Temperature: req.Temperature,
+		TopP:        req.TopP,
+		IgnoreEOS:   req.IgnoreEOS,
+	}
+	if d.chat {
+		b.Messages = req.chatMessages()
+	} else {
+		b.Prompt = req.promptText()
+	}
+	if req.Stream {
+		b.StreamOptions = includeUsage
+	}
+	if req.MaxTokens > 0 {
+		b.MaxTokens = req.MaxTokens
+	}
+	if req.MinTokens > 0 {
+		b.MinTokens = req.MinTokens
+	}
+	if len(req.Stop) > 0 {
+		b.Stop = req.Stop
+	}
+	return b
+}
+
+// requestBodyMap builds the body as a map, which Extra entries can
+// override or remove fields of.
+func (d *openAIDriver) requestBodyMap(req *Request) ([]byte, error) {
 	m := make(map[string]any, 12)
 	if model := req.modelOr(d.t.opts.Model); model != "" {
 		m["model"] = model
@@ -488,15 +554,14 @@ func (c *oaiChunk) finishReason() string {
 }
 
 // decode resets c (keeping the choices' backing array) and decodes b: the
-// fast path for ordinary chunks (oaifast.go), else decodeJSON.
+// validating fast path for ordinary chunks (oaifast.go), one pass over b;
+// else decodeJSON, which also gives the error for invalid input.
 func (c *oaiChunk) decode(b []byte) error {
 	c.reset()
-	if fastJSONOK(b) {
-		if c.decodeFast(b) {
-			return nil
-		}
-		c.reset()
+	if c.decodeFast(b) {
+		return nil
 	}
+	c.reset()
 	return decodeJSON(b, c)
 }
 

@@ -358,3 +358,60 @@ func TestSecretNeverLeaks(t *testing.T) {
 		t.Errorf("cancelled probe err %v should wrap context.Canceled", r2.Err)
 	}
 }
+
+// The struct body must be byte for byte the map body, for every
+// combination of the fields a request sets.
+func TestOpenAIRequestBodyStructMatchesMap(t *testing.T) {
+	temp, topP, seed := 0.5, 0.9, int64(-7)
+	for mask := range 1 << 10 {
+		for _, chat := range []bool{true, false} {
+			d := &openAIDriver{chat: chat, t: &httpTarget{}}
+			req := &Request{}
+			on := func(bit int) bool { return mask&(1<<bit) != 0 }
+			if on(0) {
+				req.Model = "m<&>"
+			} else {
+				d.t.opts.Model = "target-model"
+			}
+			if on(1) {
+				req.Prompt = "hello \"world\"\n"
+			}
+			if on(2) {
+				req.Messages = []Message{{Role: "system", Content: "s"}, {Role: "user", Content: "u"}}
+			}
+			if on(3) {
+				req.MaxTokens = 128
+			} else if on(9) {
+				req.MaxTokens = -1
+			}
+			req.Stream = on(4)
+			if on(5) {
+				req.Temperature, req.TopP = &temp, &topP
+			}
+			if on(6) {
+				req.Seed = &seed
+			}
+			if on(7) {
+				req.Stop = []string{"\n\n", "</s>"}
+			} else if on(9) {
+				req.Stop = []string{}
+			}
+			if on(8) {
+				req.IgnoreEOS, req.MinTokens = true, 3
+			} else if on(9) {
+				req.MinTokens = -2
+			}
+			got, err := d.requestBody(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := d.requestBodyMap(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(want) {
+				t.Fatalf("mask %b chat %v:\n struct %s\n map    %s", mask, chat, got, want)
+			}
+		}
+	}
+}

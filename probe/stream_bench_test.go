@@ -47,3 +47,17 @@ func BenchmarkTGIEvent(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkWatchedBodyRead measures one read through the stall detector:
+// the per-read cost the detector adds to every chunk.
+func BenchmarkWatchedBodyRead(b *testing.B) {
+	w := &watchedBody{r: &loopReader{data: []byte(strings.Repeat("x", 4096))}, stall: newStallWatch(time.Hour, func() {})}
+	defer w.stall.Stop()
+	p := make([]byte, 256)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := w.Read(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -373,7 +373,7 @@ func FuzzGenerateStream(f *testing.F) {
 		defer cancel(nil)
 		r := &Result{Start: time.Now(), Streamed: true}
 		ex := &exchange{t: d.t, parent: context.Background(), ctx: ctx, cancel: cancel, start: r.Start,
-			body: &watchedBody{r: bytes.NewReader(body), idle: time.NewTimer(time.Hour), timeout: time.Hour}}
+			body: &watchedBody{r: bytes.NewReader(body), stall: newStallWatch(time.Hour, func() {})}}
 		d.readStream(ex, r)
 		if r.Outcome == "" {
 			t.Fatal("no outcome")
