@@ -272,7 +272,14 @@ func (t *httpTarget) send(ctx context.Context, r *Result, endpoint string, body 
 	}
 	// The stall detector is armed once the head has arrived: from here on
 	// the server has accepted the request and owes us bytes.
-	ex.idle = newStallWatch(t.opts.StreamIdleTimeout, func() { ex.cancel(errStreamStalled) })
+	// A stall is named only while the probe's own deadline has not passed:
+	// on a loaded machine both timers may have fired by the time the
+	// reader wakes, and the one that came first is the outcome.
+	ex.idle = newStallWatch(t.opts.StreamIdleTimeout, func() {
+		if ex.parent.Err() == nil {
+			ex.cancel(errStreamStalled)
+		}
+	})
 	ex.body = &watchedBody{r: resp.Body, stall: ex.idle}
 	if !ex.checkStatus(r) || !ex.checkBody(r) {
 		r.EndToEnd = time.Since(ex.start)

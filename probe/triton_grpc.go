@@ -605,7 +605,12 @@ func leUint32(b []byte) uint32 {
 func (d *tritonGRPCDriver) stream(ctx context.Context, c tritonpb.GRPCInferenceServiceClient, msg *tritonpb.ModelInferRequest, r *Result) {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(context.Canceled)
-	idle := time.AfterFunc(d.opts.StreamIdleTimeout, func() { cancel(errStreamStalled) })
+	// As for HTTP: a stall only while the probe's deadline has not passed.
+	idle := time.AfterFunc(d.opts.StreamIdleTimeout, func() {
+		if ctx.Err() == nil {
+			cancel(errStreamStalled)
+		}
+	})
 	defer idle.Stop()
 	fail := func(err error, doing string) {
 		r.EndToEnd = time.Since(r.Start)
