@@ -182,9 +182,27 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	if err := step("bursts", withHarness(func(h *harness) error {
-		rows, err := h.bursts(ctx, 64)
+		rows, err := h.bursts(ctx, 64, "pooled")
+		if err != nil {
+			return err
+		}
+		// A server that closes every connection after its answer (as
+		// llama.cpp's does): each burst's requests need new connections,
+		// as a cron burst finds after an idle hour.
+		fmt.Fprintln(os.Stderr, "perf: bursts needing new connections ...")
+		closing, err := startSimulator(ctx, o, o.decode, "--fault.close-after-stream")
+		if err != nil {
+			return err
+		}
+		defer closing.stop()
+		hc, err := newHarness(closing, o)
+		if err != nil {
+			return err
+		}
+		defer hc.close()
+		cold, err := hc.bursts(ctx, 64, "new")
 		if err == nil {
-			printBursts(out, rows, o)
+			printBursts(out, append(rows, cold...), o)
 		}
 		return err
 	})); err != nil {

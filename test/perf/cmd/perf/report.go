@@ -85,16 +85,17 @@ func printCost(out io.Writer, rows []costRow, o options) {
 func printBursts(out io.Writer, rows []burstRow, o options) {
 	fmt.Fprintf(out, "## (d) Bursts of 64 every second, %v per variant in 2 alternating rounds; spread = first to last, µs\n", o.burstDuration)
 	tw := newTable(out)
-	fmt.Fprintln(tw, "variant\tbursts\tsent\tskipped\tfailed\tnew_conns\tstart_spread_p50\tstart_spread_p99\tstart_spread_max\tserver_spread_p50\tserver_spread_p99\tserver_spread_max\tlag_p50\tlag_p99\tmissing\t")
+	fmt.Fprintln(tw, "variant\tconnections\tbursts\tsent\tskipped\tfailed\tnew_conns\tstart_spread_p50\tstart_spread_p99\tstart_spread_max\tserver_spread_p50\tserver_spread_p99\tserver_spread_max\tlag_p50\tlag_p99\tmissing\t")
 	for _, r := range rows {
 		lags, failed, dials := lagsOf(r.runs)
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", r.name, len(r.spreads), len(r.runs), r.skipped, failed, dials,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", r.name, r.conns, len(r.spreads), len(r.runs), r.skipped, failed, dials,
 			num(1e6*durQuantile(r.spreads, 0.5), 0), num(1e6*durQuantile(r.spreads, 0.99), 0), num(1e6*durQuantile(r.spreads, 1), 0),
 			num(1e6*durQuantile(r.serverSpreads, 0.5), 0), num(1e6*durQuantile(r.serverSpreads, 0.99), 0), num(1e6*durQuantile(r.serverSpreads, 1), 0),
 			num(1e6*durQuantile(lags, 0.5), 0), num(1e6*durQuantile(lags, 0.99), 0), r.missing)
 	}
 	tw.Flush()
 	fmt.Fprintln(out, "start_spread: Result.Start, as llm_probe_burst_spread_seconds; server_spread: the simulator's time of having read each request")
+	fmt.Fprintln(out, "connections: pooled (kept alive by the server) or new (the server closes each after its answer, as llama.cpp's does; new_conns counts dials)")
 }
 
 func printSchedules(out io.Writer, rows []scheduleRow, o options) {

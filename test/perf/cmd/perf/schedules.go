@@ -14,8 +14,11 @@ import (
 // together).
 type burstRow struct {
 	name string
-	lead time.Duration
-	runs []probeRun
+	// conns says whether the server keeps connections (pooled) or closes
+	// each after its answer (new).
+	conns string
+	lead  time.Duration
+	runs  []probeRun
 	// spreads are the job's BurstSpread reports: first to last Start,
 	// what llm_probe_burst_spread_seconds records.
 	spreads []time.Duration
@@ -28,8 +31,8 @@ type burstRow struct {
 
 // bursts alternates the two variants in rounds, so both see the same
 // drift in the machine's load, after an unmeasured round of each.
-func (h *harness) bursts(ctx context.Context, n int) ([]burstRow, error) {
-	rows := []burstRow{{name: "no lead (before)"}, {name: "lead (after)", lead: engine.BurstLead}}
+func (h *harness) bursts(ctx context.Context, n int, conns string) ([]burstRow, error) {
+	rows := []burstRow{{name: "no lead (before)", conns: conns}, {name: "lead (after)", conns: conns, lead: engine.BurstLead}}
 	const rounds = 2
 	for i := range rows {
 		if _, err := h.runProber(ctx, shape{kind: burstEvery, n: n, lead: rows[i].lead}, h.o.warmup, false); err != nil {

@@ -36,8 +36,9 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// startSimulator starts `llm-prober simulate` with decode per token.
-func startSimulator(ctx context.Context, o options, decode time.Duration) (*simProcess, error) {
+// startSimulator starts `llm-prober simulate` with decode per token and
+// any extra flags.
+func startSimulator(ctx context.Context, o options, decode time.Duration, extra ...string) (*simProcess, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -52,18 +53,19 @@ func startSimulator(ctx context.Context, o options, decode time.Duration) (*simP
 	if err := os.WriteFile(cfgFile, []byte("ground_truth: {capacity: 40000, max_chunks_per_request: 512}\n"), 0o600); err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, o.bin, "simulate",
+	args := []string{"simulate",
 		"--listen", addr, "--grpc-listen=", "--config.file", cfgFile,
 		"--log.level=warn",
-		"--latency.ttft-base="+o.ttft.String(),
-		"--latency.decode-base="+decode.String(),
+		"--latency.ttft-base=" + o.ttft.String(),
+		"--latency.decode-base=" + decode.String(),
 		// No slowdown with load: every step gets the same token cadence.
 		"--latency.decode-per-running=0",
 		"--scheduler.max-running=1024",
 		"--scheduler.max-queue=4096",
 		"--scheduler.kv-cache-capacity-tokens=1000000",
 		"--output.tokens-per-chunk=1",
-	)
+	}
+	cmd := exec.CommandContext(ctx, o.bin, append(args, extra...)...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	if err := cmd.Start(); err != nil {
