@@ -299,7 +299,7 @@ func (ex *exchange) attempt(client *http.Client, r *Result, endpoint string, bod
 	ex.trace = &traceRecorder{}
 	ct := ex.trace.clientTrace()
 	if release != nil {
-		ex.trace.holdHooks(ct, ex.ctx, release, !ex.t.opts.NewConnectionPerProbe)
+		ex.trace.holdHooks(ex.ctx, ct, release, !ex.t.opts.NewConnectionPerProbe)
 	}
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ex.ctx, ct),
 		http.MethodPost, endpoint, bytes.NewReader(body))

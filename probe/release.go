@@ -154,7 +154,7 @@ func heldConn(conn net.Conn) *gateConn {
 // writes anything. Without it (new_connection_per_probe) the request is
 // held at GetConn, before a connection is looked for, so that connection
 // setup stays inside TTFT. tr.start records when it was let through.
-func (tr *traceRecorder) holdHooks(ct *httptrace.ClientTrace, ctx context.Context, release <-chan struct{}, preconnect bool) {
+func (tr *traceRecorder) holdHooks(ctx context.Context, ct *httptrace.ClientTrace, release <-chan struct{}, preconnect bool) {
 	wait := func() {
 		if waitRelease(ctx, release) {
 			tr.set(&tr.start)
