@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -215,19 +214,13 @@ workloads:
 `, url)
 }
 
+// rssKiB is this process's resident set in KiB, -1 where it cannot be read.
 func rssKiB() int64 {
-	b, err := os.ReadFile("/proc/self/status")
+	b, err := testutil.RSS(os.Getpid())
 	if err != nil {
 		return -1
 	}
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		if rest, ok := bytes.CutPrefix(line, []byte("VmRSS:")); ok {
-			f := strings.Fields(string(rest))
-			v, _ := strconv.ParseInt(f[0], 10, 64)
-			return v
-		}
-	}
-	return -1
+	return b >> 10
 }
 
 // TestSoakEveryScheduleKind runs every schedule kind at once; goleak in

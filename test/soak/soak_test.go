@@ -8,7 +8,6 @@
 package soak
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -19,7 +18,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -506,24 +504,11 @@ func (s sample) outcomes(sel ...string) string {
 // vmRSS reads the resident set of pid in bytes from /proc.
 func vmRSS(t *testing.T, pid int) int64 {
 	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	b, err := testutil.RSS(pid)
 	if err != nil {
 		t.Fatalf("reading RSS: %v", err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			fields := strings.Fields(rest)
-			kib, err := strconv.ParseInt(fields[0], 10, 64)
-			if err != nil {
-				t.Fatalf("VmRSS %q: %v", rest, err)
-			}
-			return kib << 10
-		}
-	}
-	t.Fatal("no VmRSS in /proc/pid/status")
-	return 0
+	return b
 }
 
 func reload(t *testing.T, base string, p *testutil.Process) {
