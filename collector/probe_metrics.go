@@ -79,7 +79,10 @@ const (
 
 // exemplarLabel is the one exemplar label; its value is cut so that name and
 // value together stay within client_golang's limit, beyond which it panics.
-const exemplarLabel = "request_id"
+// The value is the request id, which the probe sends as the W3C trace id
+// (probe/tracecontext.go), so Grafana links an exemplar to the server's
+// trace of the same request.
+const exemplarLabel = "trace_id"
 
 const (
 	sloTTFT    = "ttft"

@@ -678,7 +678,7 @@ func TestExemplars(t *testing.T) {
 				got = b.GetExemplar().GetLabel()[0].GetValue()
 			}
 		}
-		if n := utf8.RuneCountInString("request_id" + got); n > prometheus.ExemplarMaxRunes || !utf8.ValidString(got) || got == "" {
+		if n := utf8.RuneCountInString(exemplarLabel + got); n > prometheus.ExemplarMaxRunes || !utf8.ValidString(got) || got == "" {
 			t.Errorf("id %.20q…: exemplar %q (%d runes)", id, got, n)
 		}
 	}
@@ -689,7 +689,7 @@ func exemplarID(t *testing.T, mf *dto.MetricFamily) string {
 	for _, b := range mf.GetMetric()[0].GetHistogram().GetBucket() {
 		if e := b.GetExemplar(); e != nil {
 			for _, lp := range e.GetLabel() {
-				if lp.GetName() == "request_id" {
+				if lp.GetName() == exemplarLabel {
 					return lp.GetValue()
 				}
 			}

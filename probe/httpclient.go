@@ -309,6 +309,7 @@ func (ex *exchange) attempt(client *http.Client, r *Result, endpoint string, bod
 		return nil, true, errBuildRequest
 	}
 	ex.t.setHeaders(req, r.RequestID, stream)
+	r.setTraceParent(req.Header)
 	for k, v := range ex.auth {
 		req.Header[k] = v
 	}

@@ -132,6 +132,12 @@ type Chunk struct {
 // non-nil Result, also on failure, so every attempt is counted.
 type Result struct {
 	RequestID string
+	// TraceID and SpanID are the W3C trace context the request carried
+	// (traceparent header or gRPC metadata): the trace id is RequestID
+	// unless that is not one (tracecontext.go). Empty when nothing was
+	// sent.
+	TraceID, SpanID string
+	traceParent     string
 	// Start is taken just before the request is written; it carries the
 	// monotonic reading all durations below are measured against.
 	Start time.Time

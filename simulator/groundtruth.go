@@ -9,7 +9,11 @@ import (
 // GET /debug/requests/{id}. Times are wall-clock Unix nanoseconds so a
 // prober on the same host can compare them with its own clock.
 type RequestRecord struct {
-	ID       string `json:"id"`
+	ID string `json:"id"`
+	// TraceID is the trace id of the request's W3C traceparent header (or
+	// gRPC metadata), as a tracing server records it; empty without a
+	// valid one.
+	TraceID  string `json:"trace_id,omitempty"`
 	Protocol string `json:"protocol"`
 	Path     string `json:"path"`
 	Model    string `json:"model"`

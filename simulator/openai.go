@@ -150,6 +150,7 @@ func (s *Server) handleOpenAI(chat bool) http.HandlerFunc {
 		received := time.Now()
 		entry := s.truth.add(RequestRecord{
 			ID:               id,
+			TraceID:          traceIDOf(r.Header.Get(headerTraceParent)),
 			Protocol:         fe.protocol(),
 			Path:             r.URL.Path,
 			ReceivedUnixNano: received.UnixNano(),

@@ -232,7 +232,8 @@ func (s *Server) startNative(w http.ResponseWriter, r *http.Request, protocol st
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBodyBytes))
 	st := &nativeStart{id: id, body: body, received: time.Now()}
 	st.entry = s.truth.add(RequestRecord{
-		ID: id, Protocol: protocol, Path: r.URL.Path, ReceivedUnixNano: st.received.UnixNano(),
+		ID: id, TraceID: traceIDOf(r.Header.Get(headerTraceParent)),
+		Protocol: protocol, Path: r.URL.Path, ReceivedUnixNano: st.received.UnixNano(),
 		Faults: []string{}, Chunks: []ChunkRecord{},
 	})
 	if err != nil {
