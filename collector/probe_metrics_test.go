@@ -699,12 +699,13 @@ func exemplarID(t *testing.T, mf *dto.MetricFamily) string {
 }
 
 func TestExemplarValue(t *testing.T) {
+	room := prometheus.ExemplarMaxRunes - len(exemplarLabel)
 	for _, tc := range []struct{ in, want string }{
 		{"", ""},
 		{"abc", "abc"},
-		{strings.Repeat("a", 118), strings.Repeat("a", 118)},
-		{strings.Repeat("a", 119), strings.Repeat("a", 118)},
-		{strings.Repeat("é", 119), strings.Repeat("é", 118)},
+		{strings.Repeat("a", room), strings.Repeat("a", room)},
+		{strings.Repeat("a", room+1), strings.Repeat("a", room)},
+		{strings.Repeat("é", room+1), strings.Repeat("é", room)},
 		{"a\xffb", "a\uFFFDb"},
 	} {
 		if got := exemplarValue(tc.in); got != tc.want {

@@ -128,6 +128,9 @@ type Probe struct {
 	SLO      *SLO     `yaml:"slo,omitempty"`
 	// Timeout overrides the target's timeout for this probe.
 	Timeout model.Duration `yaml:"timeout"`
+	// Assert checks the answer's text (assert.go).
+	Assert     []*Assert `yaml:"assert,omitempty"`
+	assertions probe.Assertions
 }
 
 // Streaming reports whether the probe asks for a streamed answer.
@@ -414,6 +417,7 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 		}
 		p.Schedule.validate(d, pp+".schedule", t.MaxInFlight)
 		positive(d, pp+".timeout", p.Timeout)
+		p.validateAssert(d, pp, t.Protocol)
 		if s := p.SLO; s != nil {
 			if s.TTFT == 0 && s.TPOT == 0 {
 				d.at(pp+".slo", "an SLO needs a ttft or tpot threshold")

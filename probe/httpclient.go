@@ -163,6 +163,9 @@ func begin(req *Request) (*Request, *Result) {
 		req = &Request{}
 	}
 	r := &Result{RequestID: req.ID, Streamed: req.Stream}
+	if req.CaptureAnswer {
+		r.answer = &answerText{}
+	}
 	if r.RequestID == "" {
 		r.RequestID = newRequestID()
 	}
@@ -265,6 +268,7 @@ func (t *httpTarget) send(ctx context.Context, r *Result, endpoint string, body 
 	}
 	ex.resp = resp
 	r.StatusCode = resp.StatusCode
+	r.RateLimit = parseRateLimit(resp.Header, resp.StatusCode, time.Now())
 	if resp.TLS != nil {
 		// Set on pooled connections too: the state of the handshake that
 		// opened the connection.

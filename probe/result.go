@@ -43,6 +43,10 @@ const (
 	// (reset, EOF, broken chunking), or the stream ended without its
 	// terminator.
 	OutcomeIncomplete Outcome = "incomplete"
+	// OutcomeWrongAnswer: the answer arrived whole but failed a check on
+	// its content (a probe's assertions; for embeddings, an empty or NaN
+	// vector).
+	OutcomeWrongAnswer Outcome = "wrong_answer"
 )
 
 // Outcomes lists every outcome class, so counters can be initialised to zero
@@ -51,7 +55,7 @@ func Outcomes() []Outcome {
 	return []Outcome{
 		OutcomeSuccess, OutcomeTimeout, OutcomeConnectError, OutcomeHTTP4xx,
 		OutcomeHTTP5xx, OutcomeGRPCError, OutcomeProtocolError,
-		OutcomeStreamStalled, OutcomeIncomplete,
+		OutcomeStreamStalled, OutcomeIncomplete, OutcomeWrongAnswer,
 	}
 }
 
@@ -95,6 +99,10 @@ type Request struct {
 	MinTokens   int
 	// Extra body fields passed through verbatim for servers with extensions.
 	Extra map[string]any
+	// CaptureAnswer keeps the answer's text in Result.Answer, for
+	// assertions; drivers that cannot leave Answer empty (config refuses
+	// assertions on their protocols). Off, the answer's text is never kept.
+	CaptureAnswer bool
 }
 
 // Phases are the connection phases of the round trip, from net/http/httptrace
@@ -188,7 +196,22 @@ type Result struct {
 	// llama.cpp's timings object that is missing, null (how llama.cpp
 	// writes NaN and Inf), not a number, negative or over an hour.
 	ServerTimingsInvalid int
-	Outcome              Outcome
+	// Answer is the answer's text (content of the first choice; not
+	// reasoning or tool calls), kept only when the request asked for it
+	// (Request.CaptureAnswer), at most MaxAnswerBytes; AnswerTruncated
+	// says it was cut there.
+	Answer          string
+	AnswerTruncated bool
+	answer          *answerText
+	// AssertionFailures are the probe's assertions the answer failed
+	// (Assertions.Check), in configured order; nil when none failed.
+	AssertionFailures []AssertionFailure
+	// Reasoning describes a reasoning model's answer (reasoning.go).
+	Reasoning Reasoning
+	// RateLimit holds the rate-limit headers of the answer (ratelimit.go);
+	// nil when it carried none.
+	RateLimit *RateLimit
+	Outcome   Outcome
 	// Err explains a non-success outcome, naming what went wrong.
 	Err error
 }

@@ -55,6 +55,11 @@ type RequestRecord struct {
 	OutputTokens    int      `json:"output_tokens"`
 	ReasoningTokens int      `json:"reasoning_tokens"`
 	FinishReason    string   `json:"finish_reason,omitempty"`
+	// RateLimit is what the rate-limit headers said (rate_limit).
+	RateLimit *RateLimitRecord `json:"rate_limit,omitempty"`
+	// Text is the content sent, when the answer was fixed (output.answer
+	// or X-Sim-Answer), at most 4 KiB; empty for random words.
+	Text string `json:"text,omitempty"`
 	Faults          []string `json:"faults"`
 	Error           string   `json:"error,omitempty"`
 

@@ -81,6 +81,10 @@ type Record struct {
 
 	// Err is the (already redacted) error, at most MaxHistoryErrorBytes.
 	Err string
+	// Expected and Received are, for a wrong answer, what its first
+	// failed assertion wanted and the answer's text, each at most
+	// MaxHistoryErrorBytes.
+	Expected, Received string
 	// Log is the failure's debug log; nil for successes.
 	Log []LogLine
 }
@@ -314,6 +318,11 @@ func NewRecord(info HistoryProbe, req *probe.Request, res *probe.Result) Record 
 	}
 	if res.Err != nil {
 		r.Err = display.Cut(res.Err.Error(), MaxHistoryErrorBytes)
+	}
+	if len(res.AssertionFailures) > 0 {
+		f := res.AssertionFailures[0]
+		r.Expected = display.Cut(f.Kind+": "+f.Expected, MaxHistoryErrorBytes)
+		r.Received = display.Cut(res.Answer, MaxHistoryErrorBytes)
 	}
 	if !r.OK() {
 		r.Log = debugLog(info, req, res, r)

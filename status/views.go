@@ -296,6 +296,7 @@ type resultRow struct {
 	TTFT, TPOT, ITLP50, ITLMax, EndToEnd         string
 	Input, Output, Finish                        string
 	Err                                          string
+	Expected, Received                           string
 	Log                                          []logRow
 	// Open shows the newest failure's debug log unfolded.
 	Open bool
@@ -393,6 +394,8 @@ func resultRowOf(r *Record, now time.Time) resultRow {
 		Output:    tokens(r.OutputTokens, r.OutputTokensSource),
 		Finish:    r.FinishReason,
 		Err:       r.Err,
+		Expected:  r.Expected,
+		Received:  r.Received,
 	}
 	if r.StatusCode != 0 {
 		row.Status = strconv.Itoa(r.StatusCode)

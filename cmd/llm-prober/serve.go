@@ -78,7 +78,9 @@ func newDaemon(opts serveOptions) *daemon {
 		history:  status.NewHistory(opts.historyResults),
 		opts:     opts,
 	}
-	d.engine = engine.New(opts.logger, probeMetrics, d.history)
+	answers, rateLimits := collector.NewAnswerMetrics(), collector.NewRateLimitMetrics()
+	reg.MustRegister(answers, rateLimits)
+	d.engine = engine.New(opts.logger, probeMetrics, d.history, engine.MetricsSink(answers, rateLimits))
 	d.config.OnChange(d.engine.Apply)
 	// Model-server /metrics are fetched while Prometheus scrapes the prober,
 	// within that scrape's deadline: not in reg, but in a registry built for
