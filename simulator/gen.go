@@ -71,7 +71,7 @@ type plan struct {
 	// words; answerAt is the next one to send.
 	answer   []string
 	answerAt int
-	triton          tritonExtras
+	triton   tritonExtras
 }
 
 // planLength decides how many tokens an answer has: exactly max_tokens

@@ -52,16 +52,16 @@ type RequestRecord struct {
 	PlannedOutputTokens int `json:"planned_output_tokens"`
 	// OutputTokens were actually flushed; ReasoningTokens is the part of
 	// them sent as reasoning_content.
-	OutputTokens    int      `json:"output_tokens"`
-	ReasoningTokens int      `json:"reasoning_tokens"`
-	FinishReason    string   `json:"finish_reason,omitempty"`
+	OutputTokens    int    `json:"output_tokens"`
+	ReasoningTokens int    `json:"reasoning_tokens"`
+	FinishReason    string `json:"finish_reason,omitempty"`
 	// RateLimit is what the rate-limit headers said (rate_limit).
 	RateLimit *RateLimitRecord `json:"rate_limit,omitempty"`
 	// Text is the content sent, when the answer was fixed (output.answer
 	// or X-Sim-Answer), at most 4 KiB; empty for random words.
-	Text string `json:"text,omitempty"`
-	Faults          []string `json:"faults"`
-	Error           string   `json:"error,omitempty"`
+	Text   string   `json:"text,omitempty"`
+	Faults []string `json:"faults"`
+	Error  string   `json:"error,omitempty"`
 
 	// LlamaCppTimings is the timings object sent with the answer when the
 	// OpenAI-compatible routes answer as llama.cpp (openai_server).
