@@ -89,6 +89,10 @@ func (p *Probe) validateAssert(d *decoder, path, protocol string) {
 		if name == "" {
 			name = kind
 		}
+		compiled, err := probe.NewAssertion(name, kind, expected)
+		if err != nil {
+			d.at(ap+"."+kind, "%v", err)
+		}
 		if !nameRE.MatchString(name) {
 			d.at(ap+".name", "invalid assertion name %q; %s", name, nameRule)
 			continue
@@ -98,11 +102,8 @@ func (p *Probe) validateAssert(d *decoder, path, protocol string) {
 			continue
 		}
 		names[name] = i
-		compiled, err := probe.NewAssertion(name, kind, expected)
-		if err != nil {
-			d.at(ap+"."+kind, "%v", err)
-			continue
+		if err == nil {
+			p.assertions = append(p.assertions, compiled)
 		}
-		p.assertions = append(p.assertions, compiled)
 	}
 }
