@@ -296,7 +296,7 @@ type resultRow struct {
 	TTFT, TPOT, ITLP50, ITLMax, EndToEnd         string
 	Input, Output, Finish                        string
 	Err                                          string
-	Expected, Received                           string
+	Answer                                       *AnswerCheck
 	Log                                          []logRow
 	// Open shows the newest failure's debug log unfolded.
 	Open bool
@@ -394,9 +394,8 @@ func resultRowOf(r *Record, now time.Time) resultRow {
 		Output:    tokens(r.OutputTokens, r.OutputTokensSource),
 		Finish:    r.FinishReason,
 		Err:       r.Err,
-		Expected:  r.Expected,
-		Received:  r.Received,
 	}
+	row.Answer = r.Answer
 	if r.StatusCode != 0 {
 		row.Status = strconv.Itoa(r.StatusCode)
 	}

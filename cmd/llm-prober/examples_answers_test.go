@@ -9,7 +9,6 @@ import (
 // TestAnswerExamplesLoad: the examples for assertions, reasoning models
 // and rate-limit headroom pass check-config.
 func TestAnswerExamplesLoad(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-example")
 	for _, example := range []string{"canary.yml", "reasoning.yml", "hosted-ratelimit.yml"} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), []string{"check-config", "../../examples/" + example}, &stdout, &stderr); code != 0 {
