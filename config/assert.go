@@ -23,7 +23,7 @@ type Assert struct {
 }
 
 // assertProtocols are the protocols whose drivers keep the answer's text.
-var assertProtocols = []string{probe.ProtocolOpenAIChat, probe.ProtocolOpenAICompletions}
+var assertProtocols = []string{probe.ProtocolOpenAIChat, probe.ProtocolOpenAICompletions, probe.ProtocolTGI, probe.ProtocolOllama}
 
 // Assertions are the probe's compiled checks; nil without assert:.
 func (p *Probe) Assertions() probe.Assertions { return p.assertions }
@@ -62,7 +62,7 @@ func (p *Probe) validateAssert(d *decoder, path, protocol string) {
 		return
 	}
 	if !slices.Contains(assertProtocols, protocol) {
-		d.at(path+".assert", "assertions need the answer's text, which the prober keeps for %s only, not %s", strings.Join(assertProtocols, " and "), protocol)
+		d.at(path+".assert", "assertions need the answer's text, which the prober keeps for %s only, not %s", strings.Join(assertProtocols, ", "), protocol)
 		return
 	}
 	names := map[string]int{}

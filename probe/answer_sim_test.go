@@ -2,6 +2,7 @@ package probe_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -175,6 +176,37 @@ func TestRateLimitHeadersAgainstSimulator(t *testing.T) {
 		if limited := i == 3; limited != (res.StatusCode == http.StatusTooManyRequests) || limited != rl.HasRetryAfter ||
 			(limited && res.Outcome != probe.OutcomeHTTP4xx) {
 			t.Errorf("request %d: status %d, retry-after %t %v", i, res.StatusCode, rl.HasRetryAfter, rl.RetryAfter)
+		}
+	}
+}
+
+// TestNativeAnswersAgainstSimulator: TGI's generated_text and Ollama's
+// content are kept like OpenAI's, and Ollama's thinking counts as
+// reasoning.
+func TestNativeAnswersAgainstSimulator(t *testing.T) {
+	sim, cfg := fastSim(t, nil)
+	const answer = "The capital of France is Paris."
+	for _, protocol := range []string{probe.ProtocolTGI, probe.ProtocolOllama} {
+		for _, stream := range []bool{true, false} {
+			d, err := probe.NewDriver(protocol, probe.TargetOptions{Name: "sim", URL: sim.URL, Model: cfg.ServedModelNames[0],
+				Headers: map[string]string{simulator.HeaderAnswer: answer, simulator.HeaderOptions: "reasoning_tokens=2"}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := d.Probe(context.Background(), &probe.Request{Prompt: "Capital of France?", MaxTokens: 32, Stream: stream, CaptureAnswer: true})
+			d.Close()
+			name := fmt.Sprintf("%s stream=%t", protocol, stream)
+			if res.Outcome != probe.OutcomeSuccess {
+				t.Fatalf("%s: outcome %s: %v", name, res.Outcome, res.Err)
+			}
+			rec := simtest.GroundTruth(t, sim.URL, res.RequestID)
+			if strings.TrimSpace(res.Answer) != answer || strings.TrimSpace(rec.Text) != answer {
+				t.Errorf("%s: answer %q, server sent %q", name, res.Answer, rec.Text)
+			}
+			thinks := protocol == probe.ProtocolOllama
+			if res.Reasoning.Seen != thinks || (thinks && stream && (res.Reasoning.FirstReasoning != res.TTFT || res.Reasoning.FirstAnswer <= res.TTFT)) {
+				t.Errorf("%s: reasoning %+v, TTFT %v", name, res.Reasoning, res.TTFT)
+			}
 		}
 	}
 }
