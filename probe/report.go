@@ -87,6 +87,7 @@ func WriteReport(w io.Writer, target, probeName string, r *Result) error {
 	line("output tokens", "%s", tokens(r.OutputTokens, r.OutputTokensSource))
 	line("finish reason", "%s", orNone(r.FinishReason))
 	writeServerTimings(line, r)
+	writeAnswerReport(line, r)
 	return tw.Flush()
 }
 
