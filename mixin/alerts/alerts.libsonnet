@@ -91,8 +91,8 @@ local promql = import '../lib/promql.libsonnet';
               )
               and on (job, instance, target, probe, model) %(success)s == 0
             ||| % {
-              failed: series('llm_probe_requests_total', ['outcome!="success"']),
-              succeeded: series('llm_probe_requests_total', ['outcome="success"']),
+              failed: series('llm_probe_requests_total', ['outcome!~"success|wrong_answer"']),
+              succeeded: series('llm_probe_requests_total', ['outcome=~"success|wrong_answer"']),
               success: series('llm_probe_success'),
               w: c.probeFailingWindow,
               min: c.probeFailingMinFailures,
@@ -103,7 +103,8 @@ local promql = import '../lib/promql.libsonnet';
           ) + {
             comment:: |||
               Several consecutive runs failed: no success in %s while at
-              least %d attempts failed, and the last one failed too.
+              least %d attempts failed, and the last one failed too. A wrong
+              answer is an answer: LLMProbeWrongAnswers pages for it, not this.
             ||| % [promql.durationText(c.probeFailingWindow), c.probeFailingMinFailures],
           },
           alert(
