@@ -88,7 +88,9 @@ type Target struct {
 	Ollama *Ollama `yaml:"ollama,omitempty"`
 
 	ServerMetrics *ServerMetrics `yaml:"server_metrics,omitempty"`
-	Probes        []*Probe       `yaml:"probes"`
+	// OTLPTraces exports the probes as client spans (tracing.go).
+	OTLPTraces *OTLPTraces `yaml:"otlp_traces,omitempty"`
+	Probes     []*Probe    `yaml:"probes"`
 
 	// triton is Triton's probe-side options, preset applied at load.
 	triton probe.TritonOptions
@@ -385,6 +387,7 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 			d.at(path+".ollama.api", "unknown ollama api %q; want one of %s", o.API, strings.Join(probe.OllamaAPIs(), ", "))
 		}
 	}
+	t.OTLPTraces.validate(d, path+".otlp_traces")
 	if sm := t.ServerMetrics; sm != nil {
 		validateHTTPURL(d, path+".server_metrics.url", sm.URL)
 		if !slices.Contains(ServerKinds(), sm.Kind) {

@@ -28,6 +28,7 @@ import (
 	"github.com/llm-prober/llm-prober/engine"
 	"github.com/llm-prober/llm-prober/internal/webroute"
 	"github.com/llm-prober/llm-prober/status"
+	"github.com/llm-prober/llm-prober/tracing"
 )
 
 type serveOptions struct {
@@ -57,6 +58,7 @@ type daemon struct {
 	history  *status.History
 	servers  *collector.ServerMetrics
 	gpus     *collector.GPUCollector
+	spans    *tracing.Exporter
 	opts     serveOptions
 }
 
@@ -80,7 +82,9 @@ func newDaemon(opts serveOptions) *daemon {
 	}
 	answers, rateLimits := collector.NewAnswerMetrics(), collector.NewRateLimitMetrics()
 	reg.MustRegister(answers, rateLimits)
-	d.engine = engine.New(opts.logger, probeMetrics, d.history, engine.MetricsSink(answers, rateLimits))
+	d.spans = tracing.New(opts.logger, version.Version)
+	d.engine = engine.New(opts.logger, probeMetrics, d.history, engine.MetricsSink(answers, rateLimits), spanSink{d.spans})
+	d.config.OnChange(func(c *config.Config) { d.spans.SetTargets(c.TracingTargets()) })
 	d.config.OnChange(d.engine.Apply)
 	// Model-server /metrics are fetched while Prometheus scrapes the prober,
 	// within that scrape's deadline: not in reg, but in a registry built for
@@ -204,6 +208,7 @@ func serve(ctx context.Context, opts serveOptions) int {
 	// Probes drain first, while /metrics still answers, so a scrape during
 	// shutdown sees their results.
 	d.engine.Stop(shutdownCtx)
+	d.spans.Shutdown()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		logger.Warn("Web server did not stop cleanly", "err", err)
 	}
