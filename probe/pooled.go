@@ -333,6 +333,17 @@ func (n *number) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// score is a number that must be present; null reads as NaN.
+type score struct {
+	set bool
+	v   number
+}
+
+func (s *score) UnmarshalJSON(b []byte) error {
+	s.set = true
+	return s.v.UnmarshalJSON(b)
+}
+
 func floats(v []number) []float64 {
 	out := make([]float64, len(v))
 	for i, x := range v {
@@ -512,8 +523,8 @@ var openAIRerankKind = pooledKind{
 		var p pooledParsed
 		var a struct {
 			Results []struct {
-				Index *int    `json:"index"`
-				Score *number `json:"relevance_score"`
+				Index *int  `json:"index"`
+				Score score `json:"relevance_score"`
 			} `json:"results"`
 			Usage *usage `json:"usage"`
 		}
@@ -524,11 +535,11 @@ var openAIRerankKind = pooledKind{
 			return p, fmt.Errorf("no results array")
 		}
 		for i, r := range a.Results {
-			if r.Index == nil || r.Score == nil {
+			if r.Index == nil || !r.Score.set {
 				return p, fmt.Errorf("result %d lacks index or relevance_score", i)
 			}
 			p.indexes = append(p.indexes, *r.Index)
-			p.scores = append(p.scores, float64(*r.Score))
+			p.scores = append(p.scores, float64(r.Score.v))
 		}
 		a.Usage.inputTokens(&p)
 		return p, nil
@@ -544,8 +555,8 @@ var teiRerankKind = pooledKind{
 	parse: func(body []byte, h http.Header) (pooledParsed, error) {
 		var p pooledParsed
 		var a []struct {
-			Index *int    `json:"index"`
-			Score *number `json:"score"`
+			Index *int  `json:"index"`
+			Score score `json:"score"`
 		}
 		if err := decodePooled(body, &a, &p); err != nil {
 			return p, err
@@ -554,11 +565,11 @@ var teiRerankKind = pooledKind{
 			return p, fmt.Errorf("null instead of an array of results")
 		}
 		for i, r := range a {
-			if r.Index == nil || r.Score == nil {
+			if r.Index == nil || !r.Score.set {
 				return p, fmt.Errorf("result %d lacks index or score", i)
 			}
 			p.indexes = append(p.indexes, *r.Index)
-			p.scores = append(p.scores, float64(*r.Score))
+			p.scores = append(p.scores, float64(r.Score.v))
 		}
 		teiTokens(h, &p)
 		return p, nil
