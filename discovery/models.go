@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,6 +33,10 @@ type Models struct {
 	base   context.Context
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
+
+	// expanded is the configuration last applied, discovered probes
+	// included, for pages that show the running probes.
+	expanded atomic.Pointer[config.Config]
 
 	mu    sync.Mutex
 	cfg   *config.Config
@@ -105,13 +110,19 @@ func (m *Models) applyLocked() {
 	if m.cfg == nil {
 		return
 	}
-	m.apply(m.cfg.WithModels(func(target string) []string {
+	cfg := m.cfg.WithModels(func(target string) []string {
 		if l, ok := m.loops[target]; ok {
 			return l.models
 		}
 		return nil
-	}))
+	})
+	m.expanded.Store(cfg)
+	m.apply(cfg)
 }
+
+// Config is the configuration last applied, with every discovered probe
+// (nil before the first Apply): what the engine runs.
+func (m *Models) Config() *config.Config { return m.expanded.Load() }
 
 // Stop ends every refresh and waits for them.
 func (m *Models) Stop() {

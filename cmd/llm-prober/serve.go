@@ -123,7 +123,7 @@ func (d *daemon) handler() (http.Handler, error) {
 	// The status page takes "/" and "/probes/…", and answers 404 with a
 	// page of its own for every path above does not serve.
 	page, err := status.New(status.Options{
-		Config:       d.config.Get,
+		Config:       d.models.Config, // discovered probes included
 		History:      d.history,
 		Servers:      d.servers,
 		GPUs:         d.gpus,
