@@ -80,7 +80,9 @@ func newDaemon(opts serveOptions) *daemon {
 		history:  status.NewHistory(opts.historyResults),
 		opts:     opts,
 	}
-	d.engine = engine.New(opts.logger, probeMetrics, d.history)
+	pooled := collector.NewPooledMetrics() // embedding and rerank answers
+	reg.MustRegister(pooled)
+	d.engine = engine.New(opts.logger, probeMetrics, d.history, engine.PooledSink(pooled))
 	// Targets that discover their models reach the engine through the
 	// discovery, which expands their probes with the current lists.
 	d.models = discovery.New(opts.logger, d.engine.Apply)
