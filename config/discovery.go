@@ -117,7 +117,8 @@ func validateDiscovery(d *decoder, path string, t *Target, proto probe.Protocol,
 	}
 	if len(m.Filter) > maxDiscoveryFilterLength {
 		d.at(mp+".filter", "filter is longer than %d bytes", maxDiscoveryFilterLength)
-	} else if _, err := regexp.Compile("^(?:" + m.Filter + ")$"); err != nil {
+	} else if _, err := regexp.Compile(m.Filter); err != nil {
+		// The unanchored form, so the message quotes what was written.
 		d.at(mp+".filter", "invalid regular expression: %v", err)
 	}
 	if m.MaxModels < 1 || m.MaxModels > MaxDiscoveredModels {
