@@ -96,3 +96,43 @@ func (s *Server) handleTritonIndex(w http.ResponseWriter, _ *http.Request) {
 	b, _ := json.Marshal(out)
 	writeBody(w, http.StatusOK, "application/json", b)
 }
+
+// handleSetModels answers PUT /debug/models: {"models": [{"name",
+// "parent"}], "fault": ""} replaces the model list and its fault, so a
+// simulator running as its own process (make run, the e2e tests) can be
+// driven as SetModels and SetModelListFault drive one in a test. Models
+// absent leaves the list; fault absent leaves the fault.
+func (s *Server) handleSetModels(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Models *[]struct {
+			Name   string `json:"name"`
+			Parent string `json:"parent"`
+		} `json:"models"`
+		Fault *string `json:"fault"`
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		http.Error(w, "want {\"models\": [{\"name\", \"parent\"}], \"fault\": \"\"|garbage|empty|error}: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if f := req.Fault; f != nil && !slices.Contains([]string{ModelListOK, ModelListGarbage, ModelListEmpty, ModelListError}, *f) {
+		http.Error(w, "fault: want \"\", garbage, empty or error", http.StatusBadRequest)
+		return
+	}
+	if req.Models != nil {
+		list := make([]ServedModel, 0, len(*req.Models))
+		for _, m := range *req.Models {
+			if m.Name == "" {
+				http.Error(w, "every model needs a name", http.StatusBadRequest)
+				return
+			}
+			list = append(list, ServedModel(m))
+		}
+		s.SetModels(list...)
+	}
+	if req.Fault != nil {
+		s.SetModelListFault(*req.Fault)
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
