@@ -91,7 +91,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	}))
 	mux.HandleFunc("GET /debug/requests/{id}", s.handleTruth)
 	mux.HandleFunc("PUT /debug/models", s.handleSetModels) // simulator/models.go
-	s.registerTriton(mux) // simulator/triton.go
+	s.registerTriton(mux)                                  // simulator/triton.go
 	s.handler = s.track(mux)
 	return s, nil
 }
