@@ -90,8 +90,9 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		EnableOpenMetrics: true,
 	}))
 	mux.HandleFunc("GET /debug/requests/{id}", s.handleTruth)
-	mux.HandleFunc("PUT /debug/models", s.handleSetModels) // simulator/models.go
-	s.registerTriton(mux)                                  // simulator/triton.go
+	// Changes the model list at run time: simulator/models.go.
+	mux.HandleFunc("PUT /debug/models", s.handleSetModels)
+	s.registerTriton(mux) // simulator/triton.go
 	s.handler = s.track(mux)
 	return s, nil
 }
