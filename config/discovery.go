@@ -175,3 +175,21 @@ func (c *Config) WithModels(models func(target string) []string) *Config {
 	}
 	return &out
 }
+
+// discoveredProbe is the probe "<template>@<model>" of a discovering
+// target, whether or not the server lists the model now: the one-shot
+// commands send it as the daemon would.
+func (t *Target) discoveredProbe(name string) (*Probe, bool) {
+	if t.DiscoverModels == nil {
+		return nil, false
+	}
+	for _, tmpl := range t.Probes {
+		m, ok := strings.CutPrefix(name, tmpl.Name+discoveredProbeSeparator)
+		if ok && m != "" && tmpl.Model == "" {
+			p := *tmpl
+			p.Name, p.Model = name, m
+			return &p, true
+		}
+	}
+	return nil, false
+}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -67,5 +68,34 @@ func TestWithModels(t *testing.T) {
 	}
 	if o := cfg.Targets[0].ModelListOptions(); o.URL != "http://127.0.0.1:11434" {
 		t.Errorf("list URL %s", o.URL)
+	}
+}
+
+// TestLookupDiscoveredProbe: the one-shot commands name a discovered probe
+// as <template>@<model>; the bare template is refused with that hint.
+func TestLookupDiscoveredProbe(t *testing.T) {
+	cfg, err := Parse([]byte(`targets:
+  - name: fleet
+    protocol: openai_chat
+    url: http://127.0.0.1:8000
+    discover_models: {}
+    probes: [{name: steady, schedule: {every: 15s}}]
+`), "x.yml", ".", noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, p, err := cfg.Lookup("fleet", "steady@org/model:v1")
+	if err != nil || p.Name != "steady@org/model:v1" || p.ModelFor(tg) != "org/model:v1" || cfg.Targets[0].Probes[0].Model != "" {
+		t.Fatalf("lookup: %v %+v", err, p)
+	}
+	for _, name := range []string{"steady", "", "steady@", "other@m"} {
+		if _, _, err := cfg.Lookup("fleet", name); err == nil || !strings.Contains(err.Error(), "steady@<model>") {
+			t.Errorf("%q: %v", name, err)
+		}
+	}
+	// In the expanded configuration the probe is found as it is.
+	out := cfg.WithModels(func(string) []string { return []string{"m"} })
+	if _, p, err := out.Lookup("fleet", "steady@m"); err != nil || p.Model != "m" {
+		t.Errorf("expanded: %v", err)
 	}
 }
