@@ -138,7 +138,9 @@ func discoveryFingerprint(t *config.Target) string {
 		API      string
 		Protocol string
 		Opts     probe.TargetOptions
-	}{t.DiscoverModels, t.EffectiveAPI(), t.Protocol, t.ModelListOptions()})
+		// Inline secrets marshal as <secret>; their digest changes.
+		Secrets string
+	}{t.DiscoverModels, t.EffectiveAPI(), t.Protocol, t.ModelListOptions(), t.SecretsDigest})
 	if err != nil {
 		return err.Error()
 	}
