@@ -166,7 +166,14 @@ func TestReloadStopsDiscovery(t *testing.T) {
 	sim := simtest.Start(t, simulator.DefaultConfig())
 	cfg := discoveringConfig(t, sim.URL, ".*", 20)
 	h := start(t, cfg)
-	testutil.WaitFor(t, "the model probed", 10*time.Second, func() bool { return h.successes(t, "steady@sim-llm") >= 0 })
+	testutil.WaitFor(t, "the model probed", 10*time.Second, func() bool { return h.successes(t, "steady@sim-llm") >= 2 })
+	// A reload that leaves discovery alone keeps the list: the probe goes
+	// on with its series, not restarted from zero or dropped for a while.
+	before := h.successes(t, "steady@sim-llm")
+	h.models.Apply(discoveringConfig(t, sim.URL, ".*", 20))
+	if got := h.successes(t, "steady@sim-llm"); got < before {
+		t.Errorf("an unchanged reload reset the probe: %v after %v", got, before)
+	}
 	static := *cfg
 	static.Targets = cfg.Targets[1:]
 	h.models.Apply(&static)
