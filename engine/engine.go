@@ -129,9 +129,11 @@ func (e *Engine) Apply(cfg *config.Config) {
 		}
 		for _, pc := range t.Probes {
 			w := cfg.Workloads[pc.Workload]
-			e.metrics.Add(collector.ProbeSeries{Target: t.Name, Probe: pc.Name, Model: t.Model, SLO: pc.CollectorSLO(), Protocol: t.Protocol, Histograms: t.Histograms,
+			model := pc.ModelFor(t) // a discovered probe's own model
+			e.metrics.Add(collector.ProbeSeries{Target: t.Name, Probe: pc.Name, Model: model, SLO: pc.CollectorSLO(), Protocol: t.Protocol, Histograms: t.Histograms,
 				Asserts: len(pc.Assertions()) > 0})
-			info := Info{Target: t.Name, Probe: pc.Name, Model: t.Model, Protocol: t.Protocol, Endpoint: t.Endpoint(), Assertions: pc.Assertions().Names(), Histograms: t.Histograms}
+			info := Info{Target: t.Name, Probe: pc.Name, Model: model, Protocol: t.Protocol, Endpoint: t.Endpoint(),
+				Assertions: pc.Assertions().Names(), Histograms: t.Histograms}
 			for _, s := range e.sinks {
 				s.Add(info)
 			}

@@ -43,9 +43,10 @@ const (
 	// (reset, EOF, broken chunking), or the stream ended without its
 	// terminator.
 	OutcomeIncomplete Outcome = "incomplete"
-	// OutcomeWrongAnswer: the answer arrived whole but failed a check on
-	// its content (a probe's assertions; for embeddings, an empty or NaN
-	// vector).
+	// OutcomeWrongAnswer: a complete, well-formed answer whose content is
+	// wrong: text that failed a probe's assertions, a NaN, empty or
+	// wrong-dimension embedding, a rerank result set that does not match
+	// the documents sent.
 	OutcomeWrongAnswer Outcome = "wrong_answer"
 )
 
@@ -55,7 +56,8 @@ func Outcomes() []Outcome {
 	return []Outcome{
 		OutcomeSuccess, OutcomeTimeout, OutcomeConnectError, OutcomeHTTP4xx,
 		OutcomeHTTP5xx, OutcomeGRPCError, OutcomeProtocolError,
-		OutcomeStreamStalled, OutcomeIncomplete, OutcomeWrongAnswer,
+		OutcomeStreamStalled, OutcomeIncomplete,
+		OutcomeWrongAnswer,
 	}
 }
 
@@ -211,7 +213,10 @@ type Result struct {
 	// RateLimit holds the rate-limit headers of the answer (ratelimit.go);
 	// nil when it carried none.
 	RateLimit *RateLimit
-	Outcome   Outcome
+	// Pooled describes the answer of an embedding or rerank probe (whose
+	// output is vectors or scores, not tokens); nil for other protocols.
+	Pooled  *PooledAnswer
+	Outcome Outcome
 	// Err explains a non-success outcome, naming what went wrong.
 	Err error
 }
