@@ -51,6 +51,12 @@ var (
 	// what to use instead. Secret references need a secret manager,
 	// which the prober has none of.
 	refusedKeys = map[reflect.Type]map[string]string{
+		// A module's endpoint never comes from the file (fleet.go).
+		reflect.TypeFor[Module](): {
+			"name":    moduleEndpointHint,
+			"url":     moduleEndpointHint,
+			"address": moduleEndpointHint,
+		},
 		reflect.TypeFor[promconfig.HTTPClientConfig](): {
 			"http_headers": "set request headers with the target's headers: (values of credential headers are redacted like secrets)",
 		},
