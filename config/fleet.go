@@ -114,8 +114,8 @@ func (c *Config) applyFleetDefaults() {
 		m.Name = name
 		if len(m.Probes) == 0 {
 			// /probe runs one probe; a module that names none has one
-			// with the defaults.
-			m.Probes = []*Probe{{Name: "default"}}
+			// with the defaults, every 15 s when discovered targets run it.
+			m.Probes = []*Probe{{Name: "default", Schedule: Schedule{Every: model.Duration(15 * time.Second)}}}
 		}
 		c.applyTargetDefaults(&m.Target)
 	}
@@ -305,10 +305,10 @@ func (m *Module) Allowed(endpoint string) bool {
 // target like a configured one. For HTTP protocols an endpoint without a
 // scheme gets http://, as Prometheus' __scheme__ default does; a gRPC
 // endpoint must be host:port.
+//
+// allowed_targets is matched against the endpoint so completed, so that
+// "10.0.0.1:8000" and "http://10.0.0.1:8000" are the same to it.
 func (m *Module) Instantiate(name, endpoint string) (*Target, error) {
-	if !m.Allowed(endpoint) {
-		return nil, fmt.Errorf("target %q does not match module %s's allowed_targets", endpoint, m.Name)
-	}
 	t := m.Target // the resolved Triton options and secrets come along
 	t.Name = name
 	t.Probes = slices.Clone(m.Probes)
@@ -316,11 +316,17 @@ func (m *Module) Instantiate(name, endpoint string) (*Target, error) {
 		if _, port, err := net.SplitHostPort(endpoint); err != nil || port == "" {
 			return nil, fmt.Errorf("target %q: protocol %s wants host:port", endpoint, t.Protocol)
 		}
+		if !m.Allowed(endpoint) {
+			return nil, m.refused(endpoint)
+		}
 		t.Address = endpoint
 		return &t, nil
 	}
 	if !strings.Contains(endpoint, "://") {
 		endpoint = "http://" + endpoint
+	}
+	if !m.Allowed(endpoint) {
+		return nil, m.refused(endpoint)
 	}
 	u, err := url.Parse(endpoint)
 	switch {
@@ -335,6 +341,17 @@ func (m *Module) Instantiate(name, endpoint string) (*Target, error) {
 	}
 	t.URL = endpoint
 	return &t, nil
+}
+
+// RefusedError is an endpoint that a module's allowed_targets refuses.
+type RefusedError struct{ Endpoint, Module string }
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("target %q does not match module %s's allowed_targets", e.Endpoint, e.Module)
+}
+
+func (m *Module) refused(endpoint string) error {
+	return &RefusedError{Endpoint: endpoint, Module: m.Name}
 }
 
 // DiscoveredName is the target name of endpoint found for module: readable

@@ -26,7 +26,9 @@ import (
 	"github.com/llm-prober/llm-prober/collector"
 	"github.com/llm-prober/llm-prober/config"
 	"github.com/llm-prober/llm-prober/engine"
+	"github.com/llm-prober/llm-prober/fleet"
 	"github.com/llm-prober/llm-prober/internal/webroute"
+	"github.com/llm-prober/llm-prober/shard"
 	"github.com/llm-prober/llm-prober/status"
 )
 
@@ -47,6 +49,7 @@ type serveOptions struct {
 	listener net.Listener
 	// reloadSignals delivers SIGHUP; tests inject their own channel.
 	reloadSignals <-chan os.Signal
+	shard         shard.Shard
 }
 
 // daemon is the long-running prober process: config, registry, HTTP API.
@@ -57,6 +60,7 @@ type daemon struct {
 	history  *status.History
 	servers  *collector.ServerMetrics
 	gpus     *collector.GPUCollector
+	fleet    *fleet.Daemon
 	opts     serveOptions
 }
 
@@ -79,12 +83,14 @@ func newDaemon(opts serveOptions) *daemon {
 		opts:     opts,
 	}
 	d.engine = engine.New(opts.logger, probeMetrics, d.history)
-	d.config.OnChange(d.engine.Apply)
 	// Model-server /metrics are fetched while Prometheus scrapes the prober,
 	// within that scrape's deadline: not in reg, but in a registry built for
 	// each scrape (collector.Handler).
 	d.servers = collector.NewServerMetrics(opts.logger)
-	d.config.OnChange(func(c *config.Config) { d.servers.SetTargets(c.ServerTargets()) })
+	// Configured and discovered targets, cut to this replica's shard, go
+	// to the engine and the server-metrics collector as a reload's would.
+	d.fleet = fleet.NewDaemon(fleet.Options{Logger: opts.logger, Registry: reg, Shard: opts.shard, Engine: d.engine, Servers: d.servers})
+	d.config.OnChange(d.fleet.SetConfig)
 	// GPUs through NVML, loaded (or not) by the gpus config section; a
 	// reload that leaves that section alone does not touch NVML.
 	d.gpus = collector.NewGPUCollector(collector.GPUOptions{Logger: opts.logger})
@@ -142,6 +148,7 @@ func serve(ctx context.Context, opts serveOptions) int {
 
 	d := newDaemon(opts)
 	defer d.gpus.Close()
+	defer d.fleet.Stop()
 	handler, err := d.handler()
 	if err != nil {
 		logger.Error("Cannot build the status page", "err", err)
