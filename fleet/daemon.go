@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -9,6 +10,7 @@ import (
 	"github.com/llm-prober/llm-prober/config"
 	"github.com/llm-prober/llm-prober/discovery"
 	"github.com/llm-prober/llm-prober/engine"
+	"github.com/llm-prober/llm-prober/remotewrite"
 	"github.com/llm-prober/llm-prober/shard"
 )
 
@@ -22,6 +24,8 @@ type Options struct {
 	Servers  *collector.ServerMetrics
 	// Expanders run after discovery, e.g. per-model probes.
 	Expanders []Expander
+	// Gatherer is what remote write sends: the prober's own registry.
+	Gatherer prometheus.Gatherer
 }
 
 // Daemon is the serve command's fleet side: discovery of targets, the
@@ -29,12 +33,13 @@ type Options struct {
 type Daemon struct {
 	discovery *discovery.Manager
 	pipeline  *Pipeline
+	remote    *remotewrite.Manager
 }
 
 // NewDaemon wires discovery and sharding between the configuration and
 // o.Engine and o.Servers.
 func NewDaemon(o Options) *Daemon {
-	d := &Daemon{}
+	d := &Daemon{remote: remotewrite.NewManager(o.Logger, o.Gatherer, o.Registry)}
 	info := shard.NewInfoCollector(o.Shard)
 	o.Registry.MustRegister(info)
 	d.discovery = discovery.NewManager(o.Logger, o.Registry, func() { d.pipeline.Refresh() })
@@ -55,9 +60,21 @@ func NewDaemon(o Options) *Daemon {
 func (d *Daemon) SetConfig(cfg *config.Config) {
 	d.discovery.Apply(cfg)
 	d.pipeline.SetConfig(cfg)
+	d.remote.Apply(cfg)
 }
 
-// Stop ends discovery; the engine is stopped by its owner.
-func (d *Daemon) Stop() {
+// Stop ends discovery, gathers once more for remote write and sends what
+// is queued until ctx ends. Stop the engine first, so the last results
+// are in that gather.
+func (d *Daemon) Stop(ctx context.Context) {
 	d.discovery.Stop()
+	d.remote.Stop(ctx)
+}
+
+// Close is Stop without waiting for receivers, for a daemon that never
+// started serving. A second Stop or Close does nothing.
+func (d *Daemon) Close() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d.Stop(ctx)
 }

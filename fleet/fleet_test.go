@@ -98,7 +98,7 @@ target_discovery:
 	servers := collector.NewServerMetrics(logger)
 	d := NewDaemon(Options{Logger: logger, Registry: reg, Shard: shard.Shard{Count: 1}, Engine: eng, Servers: servers})
 	defer func() {
-		d.Stop()
+		d.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		eng.Stop(ctx)

@@ -90,7 +90,7 @@ func newDaemon(opts serveOptions) *daemon {
 	d.servers = collector.NewServerMetrics(opts.logger)
 	// Configured and discovered targets, cut to this replica's shard, go
 	// to the engine and the server-metrics collector as a reload's would.
-	d.fleet = fleet.NewDaemon(fleet.Options{Logger: opts.logger, Registry: reg, Shard: opts.shard, Engine: d.engine, Servers: d.servers})
+	d.fleet = fleet.NewDaemon(fleet.Options{Logger: opts.logger, Registry: reg, Shard: opts.shard, Engine: d.engine, Servers: d.servers, Gatherer: reg})
 	d.config.OnChange(d.fleet.SetConfig)
 	// GPUs through NVML, loaded (or not) by the gpus config section; a
 	// reload that leaves that section alone does not touch NVML.
@@ -150,7 +150,7 @@ func serve(ctx context.Context, opts serveOptions) int {
 
 	d := newDaemon(opts)
 	defer d.gpus.Close()
-	defer d.fleet.Stop()
+	defer d.fleet.Close()
 	handler, err := d.handler()
 	if err != nil {
 		logger.Error("Cannot build the status page", "err", err)
@@ -211,6 +211,7 @@ func serve(ctx context.Context, opts serveOptions) int {
 	// Probes drain first, while /metrics still answers, so a scrape during
 	// shutdown sees their results.
 	d.engine.Stop(shutdownCtx)
+	d.fleet.Stop(shutdownCtx)
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		logger.Warn("Web server did not stop cleanly", "err", err)
 	}
