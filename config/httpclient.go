@@ -56,6 +56,9 @@ var (
 			"name":    moduleEndpointHint,
 			"url":     moduleEndpointHint,
 			"address": moduleEndpointHint,
+			// One URL for every endpoint of a module would scrape one
+			// server N times under N names.
+			"server_metrics": "a module's endpoints each have their own metrics; scrape them with Prometheus' service discovery",
 		},
 		reflect.TypeFor[promconfig.HTTPClientConfig](): {
 			"http_headers": "set request headers with the target's headers: (values of credential headers are redacted like secrets)",
