@@ -262,7 +262,7 @@ func (c *Config) validateFleet(d *decoder) {
 		}
 	}
 	for name, v := range c.ExternalLabels {
-		if !model.LabelName(name).IsValidLegacy() || strings.HasPrefix(name, "__") {
+		if !model.LegacyValidation.IsValidLabelName(name) || strings.HasPrefix(name, "__") {
 			d.at(join("external_labels", name), "invalid label name %q; use letters, digits and '_', not starting with a digit or '__'", name)
 		}
 		if !validLabelValue(v) {

@@ -148,7 +148,11 @@ scrape_configs:
 		return q == 0, fmt.Sprintf("%v queued", q)
 	})
 	window := fmt.Sprintf("%ds", int((time.Since(start) + time.Minute).Seconds()))
-	received = query(t, promAddr, `sum(count_over_time({location="soak"}[`+window+`]))`)
+	// count_over_time drops the metric name, so series of different
+	// names but the same labels would collide: counted name by name.
+	for _, name := range labelValues(t, promAddr, "__name__", `{location="soak"}`) {
+		received += query(t, promAddr, fmt.Sprintf(`sum(count_over_time({__name__=%q,location="soak"}[%s]))`, name, window))
+	}
 	dropped := f.Sum("llm_prober_remote_write_samples_dropped_total")
 
 	if err := prober.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -211,4 +215,20 @@ func query(t *testing.T, addr, q string) float64 {
 	s, _ := body.Data.Result[0].Value[1].(string)
 	v, _ := strconv.ParseFloat(s, 64)
 	return v
+}
+
+func labelValues(t *testing.T, addr, label, match string) []string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/api/v1/label/" + label + "/values?match[]=" + url.QueryEscape(match))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Data []string `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || len(body.Data) == 0 {
+		t.Fatalf("label values of %s for %s: %v (%d)", label, match, err, len(body.Data))
+	}
+	return body.Data
 }
