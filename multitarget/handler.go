@@ -123,7 +123,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// the daemon's log (at the daemon's level there).
 	logs := &lockedBuffer{}
 	logger := slog.New(teeHandler{h.logger.Handler(), slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})}).
-		With("module", moduleName, "target", target)
+		With("module", moduleName, "endpoint", target)
 	p, err := engine.Open(cfg, t, pc, logger)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
