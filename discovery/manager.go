@@ -59,6 +59,10 @@ type source struct {
 	done   chan struct{}
 }
 
+// firstReadTimeout bounds a new source's first read, made while its
+// configuration is being applied.
+const firstReadTimeout = 10 * time.Second
+
 const (
 	stateUnknown = iota
 	stateUp
@@ -139,7 +143,10 @@ func (m *Manager) Apply(cfg *config.Config) {
 	}
 	for _, s := range start {
 		m.failures.WithLabelValues(s.name, s.mechanism)
-		m.refresh(context.Background(), s)
+		// The first read holds up the load it belongs to, so it gets
+		// less time than later ones; a source that misses it is read
+		// again at its interval.
+		m.refresh(context.Background(), s, min(s.every, firstReadTimeout))
 		ctx, cancel := context.WithCancel(context.Background())
 		s.cancel, s.done = cancel, make(chan struct{})
 		go m.loop(ctx, s)
@@ -178,16 +185,16 @@ func (m *Manager) loop(ctx context.Context, s *source) {
 			return
 		case <-t.C:
 		}
-		if m.refresh(ctx, s) {
+		if m.refresh(ctx, s, min(s.every, time.Minute)) {
 			m.changed()
 		}
 	}
 }
 
-// refresh reads s once and reports whether its list changed.
-func (m *Manager) refresh(ctx context.Context, s *source) bool {
-	// A refresh never outlasts the source's interval, nor a minute.
-	fctx, cancel := context.WithTimeout(ctx, min(s.every, time.Minute))
+// refresh reads s once, within limit, and reports whether its list
+// changed. ctx ends when the source stops.
+func (m *Manager) refresh(ctx context.Context, s *source, limit time.Duration) bool {
+	fctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	groups, err := s.fetch(fctx)
 	if ctx.Err() != nil {
