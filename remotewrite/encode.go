@@ -12,7 +12,6 @@
 package remotewrite
 
 import (
-	"hash/maphash"
 	"math"
 	"slices"
 	"strconv"
@@ -88,62 +87,16 @@ func sameSeries(a, b []Label) bool {
 	return slices.Equal(a, b)
 }
 
-// interner hands out one label slice per series, kept from one gather to
-// the next: a gather of 1,000 probes is about 130,000 samples, and a
-// slice of its own for each would be that many allocations every
-// interval, held until sent. Series not seen in a gather are forgotten
-// at the next rotate, so churn (targets that come and go) cannot grow it.
-type interner struct {
-	seed      maphash.Seed
-	prev, cur map[uint64][]Label
-}
-
-func newInterner() *interner {
-	return &interner{seed: maphash.MakeSeed(), prev: map[uint64][]Label{}, cur: map[uint64][]Label{}}
-}
-
-// intern is ls, or the equal slice handed out before; ls itself is
-// scratch and is never kept.
-func (in *interner) intern(ls []Label) []Label {
-	var h maphash.Hash
-	h.SetSeed(in.seed)
-	for _, l := range ls {
-		h.WriteString(l.Name)
-		h.WriteByte(0)
-		h.WriteString(l.Value)
-		h.WriteByte(0)
-	}
-	k := h.Sum64()
-	if c, ok := in.cur[k]; ok {
-		if slices.Equal(c, ls) {
-			return c
-		}
-		return slices.Clone(ls) // a hash collision: correct, not cached
-	}
-	if c, ok := in.prev[k]; ok && slices.Equal(c, ls) {
-		in.cur[k] = c
-		return c
-	}
-	c := slices.Clone(ls)
-	in.cur[k] = c
-	return c
-}
-
-// rotate ends a gather: what it did not see is forgotten next time.
-func (in *interner) rotate() {
-	in.prev, in.cur = in.cur, make(map[uint64][]Label, len(in.cur))
-}
-
 // flatten turns gathered families into samples at ts, with external
 // labels added where a series does not have the label itself (Prometheus'
 // rule). Histograms travel as their classic _bucket, _sum and _count
 // series (remote-write 1.0 has no native histograms); summaries as their
 // quantiles, _sum and _count.
-func flatten(mfs []*dto.MetricFamily, external []Label, ts int64, in *interner) []sample {
+func flatten(mfs []*dto.MetricFamily, external []Label, ts int64) []sample {
 	var out []sample
-	var scratch []Label
 	add := func(name string, base []*dto.LabelPair, v float64, extra ...Label) {
-		ls := append(scratch[:0], Label{"__name__", name})
+		ls := make([]Label, 0, len(base)+len(extra)+len(external)+1)
+		ls = append(ls, Label{"__name__", name})
 		for _, lp := range base {
 			ls = append(ls, Label{lp.GetName(), lp.GetValue()})
 		}
@@ -154,8 +107,7 @@ func flatten(mfs []*dto.MetricFamily, external []Label, ts int64, in *interner) 
 			}
 		}
 		slices.SortFunc(ls, func(a, b Label) int { return strings.Compare(a.Name, b.Name) })
-		scratch = ls
-		out = append(out, sample{labels: in.intern(ls), value: v, ts: ts})
+		out = append(out, sample{labels: ls, value: v, ts: ts})
 	}
 	for _, mf := range mfs {
 		name := mf.GetName()

@@ -169,7 +169,6 @@ type writer struct {
 	gatherer prometheus.Gatherer
 	m        *metrics
 	q        *queue
-	labels   *interner
 
 	cancel context.CancelFunc
 	// flush, when closed, ends the gather loop and asks the send loop to
@@ -189,7 +188,7 @@ func (m *Manager) newWriter(rw *config.RemoteWrite, ext []Label) (*writer, error
 	label := redact(rw.URL)
 	w := &writer{
 		cfg: rw, external: ext, label: label, client: client, gatherer: m.gatherer, m: m.metrics,
-		logger: m.logger.With("url", label), q: newQueue(rw.QueueConfig.Capacity), labels: newInterner(),
+		logger: m.logger.With("url", label), q: newQueue(rw.QueueConfig.Capacity),
 	}
 	w.m.capacity.WithLabelValues(label).Set(float64(rw.QueueConfig.Capacity))
 	w.m.sent.WithLabelValues(label)
@@ -250,8 +249,7 @@ func (w *writer) gather() {
 		// /metrics would show too.
 		w.logger.Debug("Gathering for remote write was partial", "err", err)
 	}
-	samples := flatten(mfs, w.external, time.Now().UnixMilli(), w.labels)
-	w.labels.rotate()
+	samples := flatten(mfs, w.external, time.Now().UnixMilli())
 	if dropped := w.q.push(samples); dropped > 0 {
 		w.m.dropped.WithLabelValues(w.label, "queue_full").Add(float64(dropped))
 	}
