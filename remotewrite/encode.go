@@ -46,38 +46,53 @@ const (
 )
 
 // encode is the WriteRequest of samples: consecutive samples of the same
-// series (the same labels slice) go into one TimeSeries.
+// series (the same labels slice) go into one TimeSeries. Message lengths
+// are computed before writing, so nothing is allocated but buf's growth.
 func encode(buf []byte, samples []sample) []byte {
-	var series []byte
 	for i := 0; i < len(samples); {
 		j := i + 1
 		for j < len(samples) && sameSeries(samples[j].labels, samples[i].labels) {
 			j++
 		}
-		series = series[:0]
-		for _, l := range samples[i].labels {
-			var lb []byte
-			lb = protowire.AppendTag(lb, fieldLabelName, protowire.BytesType)
-			lb = protowire.AppendString(lb, l.Name)
-			lb = protowire.AppendTag(lb, fieldLabelValue, protowire.BytesType)
-			lb = protowire.AppendString(lb, l.Value)
-			series = protowire.AppendTag(series, fieldSeriesLabels, protowire.BytesType)
-			series = protowire.AppendBytes(series, lb)
+		labels := samples[i].labels
+		size := 0
+		for _, l := range labels {
+			size += protowire.SizeTag(fieldSeriesLabels) + protowire.SizeBytes(labelSize(l))
 		}
 		for _, s := range samples[i:j] {
-			var sb []byte
-			sb = protowire.AppendTag(sb, fieldSampleValue, protowire.Fixed64Type)
-			sb = protowire.AppendFixed64(sb, math.Float64bits(s.value))
-			sb = protowire.AppendTag(sb, fieldSampleTimestamp, protowire.VarintType)
-			sb = protowire.AppendVarint(sb, uint64(s.ts))
-			series = protowire.AppendTag(series, fieldSeriesSamples, protowire.BytesType)
-			series = protowire.AppendBytes(series, sb)
+			size += protowire.SizeTag(fieldSeriesSamples) + protowire.SizeBytes(sampleSize(s))
 		}
 		buf = protowire.AppendTag(buf, fieldWriteTimeseries, protowire.BytesType)
-		buf = protowire.AppendBytes(buf, series)
+		buf = protowire.AppendVarint(buf, uint64(size))
+		for _, l := range labels {
+			buf = protowire.AppendTag(buf, fieldSeriesLabels, protowire.BytesType)
+			buf = protowire.AppendVarint(buf, uint64(labelSize(l)))
+			buf = protowire.AppendTag(buf, fieldLabelName, protowire.BytesType)
+			buf = protowire.AppendString(buf, l.Name)
+			buf = protowire.AppendTag(buf, fieldLabelValue, protowire.BytesType)
+			buf = protowire.AppendString(buf, l.Value)
+		}
+		for _, s := range samples[i:j] {
+			buf = protowire.AppendTag(buf, fieldSeriesSamples, protowire.BytesType)
+			buf = protowire.AppendVarint(buf, uint64(sampleSize(s)))
+			buf = protowire.AppendTag(buf, fieldSampleValue, protowire.Fixed64Type)
+			buf = protowire.AppendFixed64(buf, math.Float64bits(s.value))
+			buf = protowire.AppendTag(buf, fieldSampleTimestamp, protowire.VarintType)
+			buf = protowire.AppendVarint(buf, uint64(s.ts))
+		}
 		i = j
 	}
 	return buf
+}
+
+func labelSize(l Label) int {
+	return protowire.SizeTag(fieldLabelName) + protowire.SizeBytes(len(l.Name)) +
+		protowire.SizeTag(fieldLabelValue) + protowire.SizeBytes(len(l.Value))
+}
+
+func sampleSize(s sample) int {
+	return protowire.SizeTag(fieldSampleValue) + protowire.SizeFixed64() +
+		protowire.SizeTag(fieldSampleTimestamp) + protowire.SizeVarint(uint64(s.ts))
 }
 
 func sameSeries(a, b []Label) bool {

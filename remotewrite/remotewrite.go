@@ -169,6 +169,8 @@ type writer struct {
 	gatherer prometheus.Gatherer
 	m        *metrics
 	q        *queue
+	// zbuf is the compressed request, reused by the one send loop.
+	zbuf []byte
 
 	cancel context.CancelFunc
 	// flush, when closed, ends the gather loop and asks the send loop to
@@ -324,7 +326,8 @@ func (e *rejectedError) Error() string { return e.err.Error() }
 func (w *writer) send(body []byte) error {
 	ctx, cancel := context.WithTimeout(w.sendCtx, time.Duration(w.cfg.RemoteTimeout))
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.cfg.URL, bytes.NewReader(snappy.Encode(nil, body)))
+	w.zbuf = snappy.Encode(w.zbuf[:cap(w.zbuf)], body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.cfg.URL, bytes.NewReader(w.zbuf))
 	if err != nil {
 		return &rejectedError{err}
 	}
