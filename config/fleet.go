@@ -1,11 +1,13 @@
 package config
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -281,18 +283,50 @@ func (c *Config) resolveFleet(d *decoder, dir string, getenv func(string) string
 	for _, name := range sortedModules(c.Modules) {
 		resolveTargetSecrets(d, join("modules", name), dir, &c.Modules[name].Target, getenv)
 	}
-	for _, td := range c.TargetDiscovery {
+	for i, td := range c.TargetDiscovery {
 		for _, f := range td.FileSDConfigs {
 			for k, pat := range f.Files {
 				f.Files[k] = promconfig.JoinDir(dir, pat)
 			}
 		}
-		for _, h := range td.HTTPSDConfigs {
+		for j, h := range td.HTTPSDConfigs {
 			h.HTTPClientConfig.SetDirectory(dir)
+			checkSecretFiles(d, fmt.Sprintf("target_discovery[%d].http_sd_configs[%d]", i, j), &h.HTTPClientConfig)
 		}
 	}
-	for _, rw := range c.RemoteWrite {
+	for i, rw := range c.RemoteWrite {
 		rw.HTTPClientConfig.SetDirectory(dir)
+		checkSecretFiles(d, fmt.Sprintf("remote_write[%d]", i), &rw.HTTPClientConfig)
+	}
+}
+
+// checkSecretFiles reports, at load rather than at the first request, a
+// secret file of an inline HTTP client configuration that cannot be read
+// or is empty. The files are read again at every request, so a rotated
+// one needs no reload.
+func checkSecretFiles(d *decoder, path string, h *promconfig.HTTPClientConfig) {
+	type secretFile struct{ key, file string }
+	var files []secretFile
+	if b := h.BasicAuth; b != nil {
+		files = append(files, secretFile{path + ".basic_auth.username_file", b.UsernameFile}, secretFile{path + ".basic_auth.password_file", b.PasswordFile})
+	}
+	if a := h.Authorization; a != nil {
+		files = append(files, secretFile{path + ".authorization.credentials_file", a.CredentialsFile})
+	}
+	if o := h.OAuth2; o != nil {
+		files = append(files, secretFile{path + ".oauth2.client_secret_file", o.ClientSecretFile})
+	}
+	for _, f := range files {
+		if f.file == "" {
+			continue
+		}
+		b, err := os.ReadFile(f.file)
+		switch {
+		case err != nil:
+			d.at(f.key, "cannot read %s: %v", f.key[strings.LastIndex(f.key, ".")+1:], err)
+		case len(bytes.TrimSpace(b)) == 0:
+			d.at(f.key, "%s is empty", f.file)
+		}
 	}
 }
 
