@@ -11,6 +11,7 @@ import (
 	"hash/fnv"
 	"strconv"
 
+	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llm-prober/llm-prober/collector"
@@ -31,6 +32,16 @@ func (s Shard) Validate() error {
 		return fmt.Errorf("--shard.index must be 0 to %d (--shard.count - 1), got %d; in a StatefulSet use the pod's ordinal", s.Count-1, s.Index)
 	}
 	return nil
+}
+
+// AddFlags defines --shard.count and --shard.index on cmd, checked when
+// cmd is parsed.
+func AddFlags(cmd *kingpin.CmdClause) *Shard {
+	s := &Shard{}
+	cmd.Flag("shard.count", "Replicas sharing the probes; each runs those its --shard.index owns.").Default("1").IntVar(&s.Count)
+	cmd.Flag("shard.index", "This replica's shard, 0 to --shard.count-1 (a StatefulSet pod's ordinal).").Default("0").IntVar(&s.Index)
+	cmd.PreAction(func(*kingpin.ParseContext) error { return s.Validate() })
+	return s
 }
 
 // Enabled reports whether there is more than one shard.

@@ -62,9 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	disableReload := serveCmd.Flag("web.disable-reload", "Refuse POST /-/reload (SIGHUP still reloads).").Bool()
 	webPaths := webroute.AddFlags(serveCmd)
 	historyResults := serveCmd.Flag("history.results-per-probe", "Recent results kept per probe for the status page (0 keeps none).").Default("100").Int()
-	var sh shard.Shard
-	serveCmd.Flag("shard.count", "Replicas sharing the probes; each runs those its --shard.index owns.").Default("1").IntVar(&sh.Count)
-	serveCmd.Flag("shard.index", "This replica's shard, 0 to --shard.count-1 (a StatefulSet pod's ordinal).").Default("0").IntVar(&sh.Index)
+	sh := shard.AddFlags(serveCmd)
 
 	checkCmd := app.Command("check-config", "Validate configuration files and exit 0 if all are valid, 1 otherwise.")
 	checkFiles := checkCmd.Arg("file", "Configuration files to check.").Default("llm-prober.yml").Strings()
@@ -106,9 +104,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	default:
 		paths, err := webPaths()
-		if err == nil {
-			err = sh.Validate()
-		}
 		if err != nil {
 			fmt.Fprintf(stderr, "llm-prober: %v\n", err)
 			return 2
@@ -122,7 +117,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			historyResults:  *historyResults,
 			logger:          logger,
 			stderr:          stderr,
-			shard:           sh,
+			shard:           *sh,
 		})
 	}
 }
