@@ -23,7 +23,7 @@ LDFLAGS := -s -w \
 	-X github.com/prometheus/common/version.BuildUser=$(BUILD_USER) \
 	-X github.com/prometheus/common/version.BuildDate=$(BUILD_DATE)
 
-.PHONY: all build run test lint fmt fmt-check mod-check helm vet staticcheck unit promtool chromium prometheus3 proto clean mixin dashboards deploy-rules soak fuzz bench conformance
+.PHONY: all build run test lint fmt fmt-check mod-check helm vet staticcheck unit promtool chromium prometheus3 proto clean mixin dashboards deploy-rules soak soak-long fuzz bench conformance
 
 all: build
 
@@ -157,6 +157,17 @@ deploy-rules:
 SOAK_DURATION ?= 10m
 soak:
 	SOAK_DURATION=$(SOAK_DURATION) $(GO) test ./test/soak -run '^TestSoak$$' -count=1 -v -timeout 4h
+
+# The fleet soak (docs/performance.md): SOAK_LONG_PROBES probes every 15 s
+# against the simulator with faults for SOAK_LONG_DURATION, remote writing
+# to a real Prometheus that also scrapes the prober every 15 s: RSS and
+# goroutines over time, probes accounted, samples sent vs stored. Opt-in:
+# make test compiles it and skips it.
+SOAK_LONG_DURATION ?= 1h
+SOAK_LONG_PROBES   ?= 1000
+soak-long:
+	SOAK_LONG_DURATION=$(SOAK_LONG_DURATION) SOAK_LONG_PROBES=$(SOAK_LONG_PROBES) LLM_PROBER_REQUIRE_PROMTOOL=1 \
+		$(GO) test ./test/soaklong -run '^TestSoakLong$$' -count=1 -v -timeout 3h
 
 # Performance harness (docs/performance.md), about 10 minutes: the
 # simulator in its own process; client overhead against its ground truth at

@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/common/promslog"
-	"go.uber.org/goleak"
 
 	"github.com/llm-prober/llm-prober/collector"
 	"github.com/llm-prober/llm-prober/config"
@@ -18,8 +17,6 @@ import (
 	"github.com/llm-prober/llm-prober/simulator"
 	"github.com/llm-prober/llm-prober/simulator/simtest"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // discoveringConfig is one target that discovers its models from url, a
 // probe template every 50 ms, and a static target beside it.
