@@ -271,7 +271,7 @@ local promql = import '../lib/promql.libsonnet';
           alert(
             'LLMProberModelDiscoveryFailing',
             c.ticketSeverity,
-            '%s == 1' % series('llm_prober_discovery_stale'),
+            '%s == 1' % series('llm_prober_model_discovery_stale'),
             c.modelDiscoveryFailingFor,
             'llm-prober cannot refresh the model list of {{ $labels.target }}',
             'llm-prober {{ $labels.instance }} has not been able to fetch the model list of target {{ $labels.target }} for %s; it keeps probing the last good list, so models added or removed since are not followed.' % promql.durationText(c.modelDiscoveryFailingFor),
