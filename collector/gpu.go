@@ -89,8 +89,8 @@ type GPUCollector struct {
 	mu       sync.Mutex
 	applied  *GPUSettings
 	applyErr error
-	lib      gpuLib         // initialised, or nil
-	devices  map[int]bool   // nil: every device
+	lib      gpuLib       // initialised, or nil
+	devices  map[int]bool // nil: every device
 	inflight *gpuScrape
 	closed   bool
 	// last is the newest finished collection, for Snapshot.
@@ -179,7 +179,7 @@ func newGPUDescs() gpuDescs {
 		remapped: desc("llm_gpu_remapped_rows_total",
 			"Memory rows remapped after errors, by the error that caused it: correctable or uncorrectable (nvmlDeviceGetRemappedRows; Ampere and newer).", "error"),
 		remapPending: desc("llm_gpu_row_remap_pending",
-			"1 when a row remap is pending and the GPU needs a reset to apply it (nvmlDeviceGetRemappedRows isPending).",),
+			"1 when a row remap is pending and the GPU needs a reset to apply it (nvmlDeviceGetRemappedRows isPending)."),
 		remapFailed: desc("llm_gpu_row_remap_failed",
 			"1 when a row remap has failed: the GPU should be replaced (nvmlDeviceGetRemappedRows failureOccurred)."),
 		retiredPending: desc("llm_gpu_retired_pages_pending",
@@ -211,7 +211,7 @@ func newGPUDescs() gpuDescs {
 // NewGPUCollector returns a collector with NVML not loaded; call Apply.
 func NewGPUCollector(opts GPUOptions) *GPUCollector {
 	c := &GPUCollector{
-		logger:  opts.Logger,
+		logger:   opts.Logger,
 		timeout:  opts.Timeout,
 		nvml:     opts.NVML,
 		d:        newGPUDescs(),
