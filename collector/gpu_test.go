@@ -3,7 +3,10 @@
 package collector
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -13,6 +16,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -45,9 +51,31 @@ func newGPUFixture(t *testing.T, kv map[string]string, omit ...string) *gpuFixtu
 
 func (f *gpuFixture) compare(t *testing.T, want string, names ...string) {
 	t.Helper()
-	if err := promtestutil.GatherAndCompare(f.reg, strings.NewReader(want), names...); err != nil {
+	if err := promtestutil.GatherAndCompare(f.reg, strings.NewReader(sortLabels(t, want)), names...); err != nil {
 		t.Error(err)
 	}
+}
+
+// sortLabels rewrites expected exposition with each sample's labels in
+// name order, as client_golang gathers them, so tests can write the GPU's
+// labels first and the metric's own after.
+func sortLabels(t *testing.T, text string) string {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		t.Fatalf("expected exposition: %v", err)
+	}
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(mfs)) {
+		for _, m := range mfs[name].GetMetric() {
+			slices.SortFunc(m.Label, func(a, b *dto.LabelPair) int { return cmp.Compare(a.GetName(), b.GetName()) })
+		}
+		if _, err := expfmt.MetricFamilyToText(&b, mfs[name]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
 }
 
 // gpuHelp is the exposition header of every llm_gpu_* metric, so tests list
