@@ -5,10 +5,10 @@ package collector
 import (
 	"cmp"
 	"fmt"
-	"maps"
-	"slices"
 	"log/slog"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
