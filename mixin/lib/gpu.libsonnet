@@ -81,8 +81,10 @@ local promql = import 'promql.libsonnet';
   dcgm(c):: {
     local sel(metric) = promql.series(metric, [c.dcgmSelector]),
     // rl gives an expression over DCGM series the prober's label names.
+    // label_join copies a label without label_replace's "$1", which
+    // Grafana would take for a template variable.
     local rl(expr) =
-      'label_replace(label_replace(label_replace(%s, "uuid", "$1", "UUID", "(.+)"), "name", "$1", "modelName", "(.+)"), "node", "$1", "%s", "(.+)")'
+      'label_join(label_join(label_join(%s, "uuid", "", "UUID"), "name", "", "modelName"), "node", "", "%s")'
       % [expr, c.dcgmNodeLabel],
     source:: 'dcgm-exporter',
     joinOn:: c.dcgmJoinLabels,
