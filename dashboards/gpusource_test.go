@@ -17,6 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/llm-prober/llm-prober/collector"
+	"github.com/llm-prober/llm-prober/internal/nvmltest"
 	"github.com/llm-prober/llm-prober/internal/testutil"
 	"github.com/llm-prober/llm-prober/mixin"
 )
@@ -56,12 +63,16 @@ scrape_configs:
         labels: {node: gpu-node-1}
 `
 
-// TestDCGMSourceAgainstPrometheus: with gpuSource 'dcgm', every GPU panel
+// TestGPUSourcesAgainstPrometheus: with gpuSource 'dcgm', every GPU panel
 // query of the serving-stack dashboard returns data from dcgm-exporter's
 // real exposition (testdata/dcgm/metrics.prom) in a real Prometheus, in the
 // prober's labels and units; the DCGM variant of the GPU alerts loads and
 // evaluates without errors, and the fixture's XID 79 fires LLMGPUXIDError.
-func TestDCGMSourceAgainstPrometheus(t *testing.T) {
+//
+// With the default source (NVML), the same holds for the shipped
+// dashboard's GPU queries against what the real GPU collector exports from
+// the stub NVML library, beside the DCGM series in the same Prometheus.
+func TestGPUSourcesAgainstPrometheus(t *testing.T) {
 	prometheusBin := testutil.RequireTool(t, "prometheus", "LLM_PROBER_REQUIRE_PROMTOOL",
 		"the DCGM dashboard test needs a real Prometheus (Debian's prometheus package; make test installs it)")
 	promtool := testutil.RequirePromtool(t)
@@ -106,6 +117,8 @@ func TestDCGMSourceAgainstPrometheus(t *testing.T) {
 	if len(checks) < 9 {
 		t.Fatalf("only %d DCGM queries in the serving-stack dashboard", len(checks))
 	}
+	nvmlExposition, nvmlChecks := nvmlSource(t, values)
+	checks = append(checks, nvmlChecks...)
 
 	fixture, err := os.ReadFile("testdata/dcgm/metrics.prom")
 	if err != nil {
@@ -117,7 +130,7 @@ func TestDCGMSourceAgainstPrometheus(t *testing.T) {
 		case "/dcgm":
 			w.Write(fixture)
 		case "/prober":
-			io.WriteString(w, proberFixture)
+			io.WriteString(w, proberFixture+nvmlExposition)
 		default:
 			http.NotFound(w, r)
 		}
@@ -149,9 +162,9 @@ func TestDCGMSourceAgainstPrometheus(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	if len(missing) > 0 {
-		t.Fatalf("%d of %d DCGM queries without data:\n%s", len(missing), len(checks), strings.Join(missing, "\n"))
+		t.Fatalf("%d of %d GPU queries without data:\n%s", len(missing), len(checks), strings.Join(missing, "\n"))
 	}
-	t.Logf("%d DCGM panel queries return data", len(checks))
+	t.Logf("%d GPU panel queries (DCGM and NVML) return data", len(checks))
 
 	// The units and labels are the prober's: bytes, ratios, hertz, and
 	// uuid/name/node from UUID/modelName/Hostname.
@@ -191,6 +204,61 @@ func TestDCGMSourceAgainstPrometheus(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// nvmlSource is the exposition of the GPU collector reading two stub GPUs
+// (one with a process and an XID) and the shipped serving-stack
+// dashboard's GPU queries, substituted.
+func nvmlSource(t *testing.T, values map[string]string) (string, [][2]string) {
+	if !nvmltest.CanLoad {
+		t.Log("this build has no NVML: checking the DCGM source only")
+		return "", nil
+	}
+	stub := nvmltest.Build(t)
+	stub.Set(t, nvmltest.Devices(2, map[string]string{
+		"xid": "0:79", "dev0.procs": "1", "dev0.proc0.pid": "4242", "dev0.proc0.mem": "50000000000",
+		"pidname.4242": "tritonserver", "dev0.reasons": "0x4",
+	}))
+	c := collector.NewGPUCollector(collector.GPUOptions{})
+	t.Cleanup(c.Close)
+	if err := c.Apply(collector.GPUSettings{Mode: collector.GPUOn, Library: stub.Path}); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	var mfs []*dto.MetricFamily
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var err error
+		if mfs, err = reg.Gather(); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := promtestutil.GatherAndCount(reg, "llm_gpu_xid_errors_total"); n == 1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var b strings.Builder
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var checks [][2]string
+	for _, q := range Queries(parsed(t)["llm-prober-serving-stack.json"]) {
+		if !strings.Contains(q.Expr, "llm_gpu_") {
+			continue
+		}
+		expr, err := Substitute(q.Expr, values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checks = append(checks, [2]string{"NVML " + q.Where, expr})
+	}
+	if len(checks) < 12 {
+		t.Fatalf("only %d NVML GPU queries in the serving-stack dashboard", len(checks))
+	}
+	return b.String(), checks
 }
 
 type promSample struct {
