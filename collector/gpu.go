@@ -124,11 +124,6 @@ type gpuDescs struct {
 	migInfo, migMemUsed, migMemTotal, rejected, success, duration *prometheus.Desc
 }
 
-// gpuTopProcesses bounds llm_gpu_process_memory_used_bytes per GPU: a
-// shared node can run hundreds of CUDA processes, and the ones holding the
-// most memory are the ones that explain a model server's headroom.
-const gpuTopProcesses = 10
-
 // collectorSelfDescs are llm_prober_collector_success and
 // llm_prober_collector_duration_seconds for one scrape-time collector. The
 // collector name is a const label, so each collector can describe its own
@@ -391,19 +386,6 @@ func (c *GPUCollector) Collect(ch chan<- prometheus.Metric) {
 	c.loggedMu.Unlock()
 }
 
-// reject counts one implausible reading and logs the first of each kind.
-func (c *GPUCollector) reject(reading, gpu string, detail any) {
-	c.loggedMu.Lock()
-	c.rejected[reading]++
-	first := !c.logged["rejected\x00"+reading]
-	c.logged["rejected\x00"+reading] = true
-	c.loggedMu.Unlock()
-	if first {
-		c.logger.Warn("NVML returned an implausible reading; not exporting it (counted in llm_gpu_rejected_readings_total)",
-			"reading", reading, "gpu", gpu, "value", fmt.Sprint(detail))
-	}
-}
-
 func boolFloat(b bool) float64 {
 	if b {
 		return 1
@@ -428,15 +410,4 @@ func (c *GPUCollector) run(job *gpuScrape, lib gpuLib, devices map[int]bool) {
 		close(job.done)
 	}()
 	job.metrics, job.ok, job.devices = lib.collect(devices)
-}
-
-// once reports whether key is new, so each condition is logged one time.
-func (c *GPUCollector) once(key string) bool {
-	c.loggedMu.Lock()
-	defer c.loggedMu.Unlock()
-	if c.logged[key] {
-		return false
-	}
-	c.logged[key] = true
-	return true
 }

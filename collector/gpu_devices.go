@@ -98,6 +98,11 @@ func throttleReasons() [9]throttleReason {
 	}
 }
 
+// gpuTopProcesses bounds llm_gpu_process_memory_used_bytes per GPU: a
+// shared node can run hundreds of CUDA processes, and the ones holding the
+// most memory are the ones that explain a model server's headroom.
+const gpuTopProcesses = 10
+
 // Bounds past which a reading is garbage, not a measurement: no GPU draws
 // 10 kW, runs at 10 GHz or 250 °C, or has a PCIe link wider than 32 lanes
 // or newer than generation 10.

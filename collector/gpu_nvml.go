@@ -320,3 +320,27 @@ func (w *xidWatcher) stop() {
 		_ = w.set.Free()
 	}()
 }
+
+// reject counts one implausible reading and logs the first of each kind.
+func (c *GPUCollector) reject(reading, gpu string, detail any) {
+	c.loggedMu.Lock()
+	c.rejected[reading]++
+	first := !c.logged["rejected\x00"+reading]
+	c.logged["rejected\x00"+reading] = true
+	c.loggedMu.Unlock()
+	if first {
+		c.logger.Warn("NVML returned an implausible reading; not exporting it (counted in llm_gpu_rejected_readings_total)",
+			"reading", reading, "gpu", gpu, "value", fmt.Sprint(detail))
+	}
+}
+
+// once reports whether key is new, so each condition is logged one time.
+func (c *GPUCollector) once(key string) bool {
+	c.loggedMu.Lock()
+	defer c.loggedMu.Unlock()
+	if c.logged[key] {
+		return false
+	}
+	c.logged[key] = true
+	return true
+}
