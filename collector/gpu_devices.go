@@ -523,8 +523,13 @@ func (l *nvmlLib) readMIG(r *gpuReader, dev nvml.Device, idx string, lv []string
 		if gi == "" {
 			continue
 		}
-		migUUID, _ := mig.GetUUID()
-		profile, _ := mig.GetName()
+		var migUUID, profile string
+		if r.has("nvmlDeviceGetUUID") {
+			migUUID, _ = mig.GetUUID()
+		}
+		if r.has("nvmlDeviceGetName") {
+			profile, _ = mig.GetName()
+		}
 		r.emit(d.migInfo, prometheus.GaugeValue, 1, append(lv[:3:3], gi, migUUID, profile)...)
 		var m nvml.Memory_v2
 		ret = nvml.ERROR_FUNCTION_NOT_FOUND

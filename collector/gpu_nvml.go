@@ -4,6 +4,7 @@ package collector
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -285,6 +286,21 @@ func (w *xidWatcher) waitOnce() (ok bool) {
 		w.l.c.reject("xid", uuid, ev.EventData)
 		return true
 	}
+	if !w.count(uuid, ev.EventData) {
+		w.l.c.reject("xid", uuid, ev.EventData)
+		return true
+	}
+	// One line per GPU and code: an application faulting in a loop (XID
+	// 13, 31) must not flood the log; the counter has every event.
+	if w.l.c.once("xid\x00" + uuid + "\x00" + strconv.FormatUint(ev.EventData, 10)) {
+		w.l.c.logger.Warn("GPU reported an XID error", "uuid", uuid, "xid", ev.EventData)
+	}
+	return true
+}
+
+// count adds one event; false when the GPU already has
+// maxXIDCodesPerGPU other codes.
+func (w *xidWatcher) count(uuid string, xid uint64) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	m := w.counts[uuid]
@@ -292,14 +308,10 @@ func (w *xidWatcher) waitOnce() (ok bool) {
 		m = map[uint64]float64{}
 		w.counts[uuid] = m
 	}
-	if _, seen := m[ev.EventData]; !seen && len(m) >= maxXIDCodesPerGPU {
-		w.mu.Unlock()
-		w.l.c.reject("xid", uuid, ev.EventData)
-		w.mu.Lock()
-		return true
+	if _, seen := m[xid]; !seen && len(m) >= maxXIDCodesPerGPU {
+		return false
 	}
-	m[ev.EventData]++
-	w.l.c.logger.Warn("GPU reported an XID error", "uuid", uuid, "xid", ev.EventData)
+	m[xid]++
 	return true
 }
 
