@@ -112,6 +112,9 @@ const (
 	maxPlausibleCelsius = 250
 	maxPlausibleLanes   = 32
 	maxPlausiblePCIeGen = 10
+	// maxPlausibleBytes bounds a memory amount when the GPU's total is
+	// unknown: 1 PiB, far beyond any GPU.
+	maxPlausibleBytes = 1 << 50
 	// maxPlausibleProcesses bounds one GPU's process list.
 	maxPlausibleProcesses = 4096
 	// maxMIGInstances bounds the MIG slots read per GPU (A100/H100 have 7).
@@ -449,11 +452,16 @@ func (l *nvmlLib) readProcesses(r *gpuReader, dev nvml.Device, idx string, lv []
 		l.c.reject("processes", idx, fmt.Sprintf("%d processes", len(procs)))
 		return
 	}
+	// Without the GPU's own total, no process can hold more than any GPU.
+	limit := float64(maxPlausibleBytes)
+	if haveTotal {
+		limit = total
+	}
 	valid := make([]nvml.ProcessInfo, 0, len(procs))
 	for _, p := range procs {
 		// NVML_VALUE_NOT_AVAILABLE is a running process with no amount to
 		// export, not garbage.
-		if p.Pid == 0 || (haveTotal && p.UsedGpuMemory != nvmlValueNotAvailable && float64(p.UsedGpuMemory) > total) {
+		if p.Pid == 0 || (p.UsedGpuMemory != nvmlValueNotAvailable && float64(p.UsedGpuMemory) > limit) {
 			l.c.reject("process", idx, fmt.Sprintf("pid %d used %d", p.Pid, p.UsedGpuMemory))
 			continue
 		}
