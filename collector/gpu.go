@@ -108,6 +108,7 @@ type GPUCollector struct {
 // for it instead of starting their own, so at most one goroutine talks to
 // NVML however many scrapes pile up.
 type gpuScrape struct {
+	lib      gpuLib
 	start    time.Time
 	done     chan struct{}
 	metrics  []prometheus.Metric
@@ -267,11 +268,12 @@ func (c *GPUCollector) Apply(cfg GPUSettings) error {
 		c.mu.Unlock()
 		return nil
 	}
+	job := c.inflight
 	c.lib = nil
 	c.mu.Unlock()
 
 	if old != nil {
-		old.shutdown()
+		c.retire(old, job)
 	}
 	if cfg.Mode == GPUOff {
 		c.logger.Info("GPU metrics disabled by config (gpus.enabled: false)")
@@ -317,19 +319,27 @@ func (c *GPUCollector) Close() {
 	lib, job := c.lib, c.inflight
 	c.lib, c.closed = nil, true
 	c.mu.Unlock()
-	if job != nil {
+	if lib != nil {
+		c.retire(lib, job)
+	}
+}
+
+// retire shuts lib down once job, a collection that may be calling into
+// it, has finished: go-nvml's Shutdown dlcloses the library, and unmapping
+// it under a running call would crash the process. A collection stuck in
+// the driver past the timeout leaves the library loaded instead.
+func (c *GPUCollector) retire(lib gpuLib, job *gpuScrape) {
+	if job != nil && job.lib == lib {
 		t := time.NewTimer(c.timeout)
 		defer t.Stop()
 		select {
 		case <-job.done:
 		case <-t.C:
-			c.logger.Warn("GPU collection still running at shutdown; leaving NVML loaded")
+			c.logger.Warn("GPU collection still running; leaving that NVML loaded rather than unloading it under the call")
 			return
 		}
 	}
-	if lib != nil {
-		lib.shutdown()
-	}
+	lib.shutdown()
 }
 
 // Describe sends every descriptor; the collector is checked.
@@ -357,7 +367,7 @@ func (c *GPUCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	job := c.inflight
 	if job == nil {
-		job = &gpuScrape{start: time.Now(), done: make(chan struct{})}
+		job = &gpuScrape{lib: lib, start: time.Now(), done: make(chan struct{})}
 		c.inflight = job
 		go c.run(job, lib, c.devices)
 	}

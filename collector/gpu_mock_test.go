@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
@@ -176,4 +177,41 @@ func TestGPUMockXID(t *testing.T) {
 	waitFor(t, "two XID 79 events", func() bool {
 		return promtestutil.GatherAndCompare(reg, strings.NewReader(want), "llm_gpu_xid_errors_total") == nil
 	})
+}
+
+// A reload that turns GPUs off while a collection is inside the driver
+// waits for it before shutting NVML down: go-nvml's Shutdown dlcloses the
+// library, and unmapping it under a running call would crash the process.
+func TestGPUMockShutdownWaitsForCollection(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	dev := mockGPU(uuidA)
+	dev.GetNameFunc = func() (string, nvml.Return) {
+		close(entered)
+		<-release
+		return "NVIDIA A100-SXM4-80GB", nvml.SUCCESS
+	}
+	lib := mockLib([]string{"nvmlDeviceGetUUID", "nvmlDeviceGetName"}, dev)
+	shutdown := make(chan struct{})
+	lib.ShutdownFunc = func() nvml.Return { close(shutdown); return nvml.SUCCESS }
+	c, reg, _ := newMockCollector(t, lib)
+	gathered := make(chan struct{})
+	go func() { defer close(gathered); _, _ = reg.Gather() }()
+	<-entered
+	applied := make(chan error, 1)
+	go func() { applied <- c.Apply(GPUSettings{Mode: GPUOff}) }()
+	select {
+	case <-shutdown:
+		t.Fatal("NVML shut down while a collection was inside it")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	<-gathered
+	select {
+	case <-shutdown:
+	case <-time.After(5 * time.Second):
+		t.Fatal("NVML never shut down after the collection ended")
+	}
+	if err := <-applied; err != nil {
+		t.Fatal(err)
+	}
 }
