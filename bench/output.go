@@ -51,9 +51,21 @@ func flagsInfo(s *Settings) FlagsInfo {
 // writeStepTable prints a step as genai-perf prints a run: one row per
 // statistic, avg/min/max/p99/p90/p75/p50 columns, times in ms.
 func writeStepTable(w io.Writer, s *Step, steps int) {
-	title := fmt.Sprintf("Step %d/%d: %s", s.Index, steps, s.Label())
+	title := fmt.Sprintf("Step %s: %s", stepOf(s.Index, steps), s.Label())
 	if s.Poisson {
 		title += " (poisson)"
+	}
+	if s.Burstiness > 0 {
+		title += fmt.Sprintf(" (gamma, burstiness %g)", s.Burstiness)
+	}
+	if s.Phase != "" {
+		title += " — " + s.Phase
+		if s.Trial > 0 {
+			title += fmt.Sprintf(", trial %d", s.Trial)
+		}
+	}
+	if s.StoppedEarly != "" {
+		title += " — STOPPED EARLY (" + s.StoppedEarly + ")"
 	}
 	switch {
 	case s.Interrupted:
@@ -91,6 +103,14 @@ func writeStepTable(w io.Writer, s *Step, steps int) {
 		s.Requests, s.Successes, s.MeasurementSeconds, s.WarmupRequests, extraCounts(s))
 	fmt.Fprintf(tw, "Errors\t%s\n", outcomeLine(s))
 	fmt.Fprintf(tw, "Skipped arrivals\t%d%s\n", s.SkippedTotal, skippedLine(s))
+	if g := s.Goodput; g != nil {
+		verdict := "met"
+		if !g.Passed {
+			verdict = "NOT met"
+		}
+		fmt.Fprintf(tw, "Goodput\t%.2f%% (%d of %d offered good, %.2f/s); objective %g%% %s\n",
+			g.Ratio*100, g.Good, g.Offered, g.GoodPerSecond, g.Objective*100, verdict)
+	}
 	_ = tw.Flush()
 }
 
@@ -102,7 +122,7 @@ func extraCounts(s *Step) string {
 		fmt.Fprintf(&b, ", %d after the reported windows", s.UnmeasuredRequests)
 	}
 	if s.CancelledRequests > 0 {
-		fmt.Fprintf(&b, ", %d cancelled on interrupt", s.CancelledRequests)
+		fmt.Fprintf(&b, ", %d cancelled on interrupt or early stop", s.CancelledRequests)
 	}
 	return b.String()
 }
@@ -147,13 +167,27 @@ func writeSummary(w io.Writer, rep *Report) {
 		return
 	}
 	mode := rep.Steps[0].Mode
+	mixed, goodput := false, false
+	for _, s := range rep.Steps {
+		mixed = mixed || s.Mode != mode
+		goodput = goodput || s.Goodput != nil
+	}
 	levelHead := "Concurrency"
-	if mode == ModeRate {
+	switch {
+	case mixed:
+		levelHead = "Level"
+	case mode == ModeRate:
 		levelHead = "Rate (req/s)"
+	case mode == ModeTrace:
+		levelHead = "Trace speed"
+	}
+	goodHead := ""
+	if goodput {
+		goodHead = "Goodput %\t"
 	}
 	fmt.Fprintf(w, "\nSummary: %s / %s (%s), %s\n", rep.Config.Target, rep.Config.Probe, rep.Config.Model, rep.Config.Endpoint)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\tRequests\tReq/s\tOutput tok/s\tTTFT p50\tTTFT p95\tTTFT p99\tTPOT p50\tTPOT p95\tITL p50\tITL p99\tLatency p50\tLatency p99\tErrors %%\t\n", levelHead)
+	fmt.Fprintf(tw, "%s\tRequests\tReq/s\tOutput tok/s\tTTFT p50\tTTFT p95\tTTFT p99\tTPOT p50\tTPOT p95\tITL p50\tITL p99\tLatency p50\tLatency p99\tErrors %%\t%s\n", levelHead, goodHead)
 	ms := func(sm Summary, v float64) string {
 		if sm.Count == 0 {
 			return "-"
@@ -162,18 +196,31 @@ func writeSummary(w io.Writer, rep *Report) {
 	}
 	for _, s := range rep.Steps {
 		level := FormatLevel(s.Level)
-		if s.Interrupted {
+		if mixed {
+			level = s.Label()
+		}
+		switch {
+		case s.Interrupted:
 			level += " (partial)"
-		} else if s.Stable != nil && !*s.Stable {
+		case s.StoppedEarly != "":
+			level += " (" + s.StoppedEarly + ")"
+		case s.Stable != nil && !*s.Stable:
 			level += " (unstable)"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t\n",
+		good := ""
+		if goodput {
+			good = "-\t"
+			if s.Goodput != nil {
+				good = fmt.Sprintf("%.2f\t", s.Goodput.Ratio*100)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\n",
 			level, s.Requests, s.RequestsPerSecond, s.OutputTokensPerSecond,
 			ms(s.TTFT, s.TTFT.P50), ms(s.TTFT, s.TTFT.P95), ms(s.TTFT, s.TTFT.P99),
 			ms(s.TPOT, s.TPOT.P50), ms(s.TPOT, s.TPOT.P95),
 			ms(s.ITL, s.ITL.P50), ms(s.ITL, s.ITL.P99),
 			ms(s.Latency, s.Latency.P50), ms(s.Latency, s.Latency.P99),
-			s.ErrorRate*100)
+			s.ErrorRate*100, good)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "Times in ms. Req/s counts successful requests over the measurement span (docs/bench.md).")
