@@ -31,6 +31,15 @@ type FlagsInfo struct {
 	MaxInFlight      int       `json:"max_in_flight"`
 	Thresholds       []string  `json:"thresholds"`
 	Seed             uint64    `json:"seed,omitempty"`
+	Burstiness       float64   `json:"burstiness,omitempty"`
+	Trace            string    `json:"trace,omitempty"`
+	TraceRecords     int       `json:"trace_records,omitempty"`
+	SLO              []string  `json:"slo,omitempty"`
+	Objective        float64   `json:"objective,omitempty"`
+	QuickSweep       int       `json:"quick_sweep,omitempty"`
+	Search           *Search   `json:"search,omitempty"`
+	// SearchBudgetSeconds is Search.Budget in the base unit.
+	SearchBudgetSeconds float64 `json:"search_budget_seconds,omitempty"`
 }
 
 func flagsInfo(s *Settings) FlagsInfo {
@@ -42,6 +51,16 @@ func flagsInfo(s *Settings) FlagsInfo {
 	}
 	for _, t := range s.Thresholds {
 		f.Thresholds = append(f.Thresholds, t.Text)
+	}
+	f.Burstiness, f.SLO, f.QuickSweep, f.Search = s.Burstiness, s.SLO.Texts, s.QuickSweep, s.Search
+	if s.SLO.Set() {
+		f.Objective = s.objective()
+	}
+	if s.Search != nil {
+		f.SearchBudgetSeconds = s.Search.Budget.Seconds()
+	}
+	if s.Trace != nil {
+		f.Trace, f.TraceRecords = s.Trace.Path, len(s.Trace.Records)
 	}
 	return f
 }
@@ -263,6 +282,7 @@ type outputs struct {
 	csvNew   bool
 	requests *os.File
 	reqBuf   *bufio.Writer
+	html     *os.File
 }
 
 // openOutputs opens every output file before any load is sent.
@@ -300,6 +320,12 @@ func openOutputs(o Options) (*outputs, error) {
 		}
 		out.reqBuf = bufio.NewWriter(out.requests)
 	}
+	if o.HTMLPath != "" {
+		if out.html, err = os.Create(o.HTMLPath); err != nil {
+			out.close()
+			return nil, fmt.Errorf("--html: %w", err)
+		}
+	}
 	return out, nil
 }
 
@@ -322,7 +348,7 @@ func checkCSVHeader(path string) error {
 }
 
 func (out *outputs) close() {
-	for _, f := range []*os.File{out.json, out.csv, out.requests} {
+	for _, f := range []*os.File{out.json, out.csv, out.requests, out.html} {
 		if f != nil {
 			_ = f.Close()
 		}
@@ -466,7 +492,17 @@ func (out *outputs) finish(rep *Report) error {
 			errs = append(errs, fmt.Errorf("--csv: %w", err))
 		}
 	}
-	for _, f := range []*os.File{out.json, out.csv, out.requests} {
+	if out.html != nil {
+		w := bufio.NewWriter(out.html)
+		err := WriteHTML(w, rep)
+		if err == nil {
+			err = w.Flush()
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--html: %w", err))
+		}
+	}
+	for _, f := range []*os.File{out.json, out.csv, out.requests, out.html} {
 		if f != nil {
 			if err := f.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
 				errs = append(errs, err)

@@ -14,18 +14,20 @@ import (
 // goodput objective.
 type Search struct {
 	// Start is the first level tried; Min and Max bound the bracketing.
-	Start, Min, Max float64
+	Start float64 `json:"start"`
+	Min   float64 `json:"min"`
+	Max   float64 `json:"max"`
 	// Precision ends bisection of rates (and trace speeds) once the
 	// bracket is this narrow relative to its low end; concurrency
 	// bisects down to adjacent whole numbers.
-	Precision float64
+	Precision float64 `json:"precision"`
 	// Trials repeats the search; the capacity is their median.
-	Trials int
+	Trials int `json:"trials"`
 	// Budget bounds the search's wall time; zero is none. A step is not
 	// started when it could not end within the budget.
-	Budget time.Duration
+	Budget time.Duration `json:"-"`
 	// MinCapacity fails the run (exit 1) when the capacity is below it.
-	MinCapacity float64
+	MinCapacity float64 `json:"min_capacity,omitempty"`
 }
 
 // Search defaults.
