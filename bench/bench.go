@@ -129,7 +129,7 @@ func (s *Settings) Validate() error {
 	if s.Requests < 0 {
 		return fmt.Errorf("--requests must be ≥ 1, got %d", s.Requests)
 	}
-	if s.Requests == 0 && s.Duration <= 0 {
+	if s.Requests == 0 && s.Duration <= 0 && s.Mode != ModeTrace {
 		return fmt.Errorf("--duration must be positive, got %s", s.Duration)
 	}
 	if s.Warmup < 0 {

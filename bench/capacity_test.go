@@ -36,7 +36,12 @@ func kneeOptions(t *testing.T, s Settings) (Options, *simulator.Capacity) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := simtest.Start(t, cfg).URL
+	return kneeOptionsAt(t, simtest.Start(t, cfg).URL, s), &want
+}
+
+// kneeOptionsAt benches the knee simulator already serving at url.
+func kneeOptionsAt(t *testing.T, url string, s Settings) Options {
+	t.Helper()
 	d, err := probe.NewDriver(probe.ProtocolOpenAIChat, probe.TargetOptions{Name: "sim", URL: url, Model: "sim-llm"}, promslog.NewNopLogger())
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +52,7 @@ func kneeOptions(t *testing.T, s Settings) (Options, *simulator.Capacity) {
 		return &probe.Request{Model: "sim-llm", Prompt: "tell me about lighthouses", MaxTokens: kneeOutput, IgnoreEOS: true, Stream: true}
 	})
 	o.Probe.Model = "sim-llm"
-	return o, &want
+	return o
 }
 
 // TestCapacitySearchFindsKnee: an open-loop search with a TTFT SLO well
