@@ -14,7 +14,7 @@ const (
 	// in-flight requests; the rest are cancelled.
 	earlyStopDrain = time.Second
 	// earlyMinRequests: fewer requests say too little to stop on.
-	earlyMinRequests = 20
+	earlyMinRequests = 10
 	// earlyZ is the confidence of both early verdicts, in standard
 	// deviations: at 4 a stable step is almost never stopped, even with
 	// the step judged again every earlyCheckEvery.

@@ -45,7 +45,7 @@ type Flags struct {
 	budget                            *time.Duration
 	minCapacity                       *float64
 	quickSweep, sweepConcurrency      *int
-	stabilitySet                      bool
+	stabilitySet, warmupSet           bool
 	HTML                              *string
 }
 
@@ -60,7 +60,7 @@ func AddCommand(app *kingpin.Application) *Flags {
 	f.rate = c.Flag("rate", "Open-loop request rates per second: 1,2.5,5 or 1:10:1 or 0.5:8:x2.").String()
 	f.poisson = c.Flag("poisson", "Poisson arrivals for --rate (constant spacing otherwise).").Bool()
 	f.duration = c.Flag("duration", "Measurement time per step; the window length with --stability (default 10s then).").Default(DefaultDuration.String()).IsSetByUser(&f.durationSet).Duration()
-	f.warmup = c.Flag("warmup", "Load run before each step's measurement; its results are discarded (and counted).").Default(DefaultWarmup.String()).Duration()
+	f.warmup = c.Flag("warmup", "Load run before each step's measurement; its results are discarded (and counted). Default 0 with --trace.").Default(DefaultWarmup.String()).IsSetByUser(&f.warmupSet).Duration()
 	f.requests = c.Flag("requests", "End each step (each window with --stability) once this many measured requests were sent and ended, instead of --duration.").Int()
 	f.stability = c.Flag("stability", "Repeat measurement windows until three in a row agree within this percentage (throughput and mean latency), e.g. 10%. Default 10% with --capacity.").IsSetByUser(&f.stabilitySet).String()
 	f.maxWindows = c.Flag("max-windows", "At most this many windows per step with --stability.").Default(strconv.Itoa(DefaultMaxWindows)).Int()
@@ -120,6 +120,11 @@ func (f *Flags) Settings() (Settings, error) {
 		return s, fmt.Errorf("--trace replays the trace's own arrivals; it does not combine with --concurrency or --rate")
 	case *f.trace != "":
 		s.Mode = ModeTrace
+		if !f.warmupSet {
+			// The trace's start is part of the trace: a warm-up would
+			// replay and discard it.
+			s.Warmup = 0
+		}
 		if *f.capacity == "" {
 			s.Levels, err = ParseSweep(ModeTrace, *f.traceSpeed)
 		}

@@ -136,7 +136,7 @@ func p3(s Summary) string {
 // than any screen shows at these sizes.
 func num(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 
-// niceTicks returns about n round values spanning [lo, hi].
+// niceTicks returns about n round values from lo up to at least hi.
 func niceTicks(lo, hi float64, n int) []float64 {
 	if !(hi > lo) {
 		hi = lo + 1
@@ -150,11 +150,14 @@ func niceTicks(lo, hi float64, n int) []float64 {
 			break
 		}
 	}
+	// The last tick is at or above hi, so the axis covers every value.
 	var out []float64
-	for v := math.Ceil(lo/step) * step; v <= hi+step*1e-9; v += step {
-		out = append(out, v)
+	for k := math.Floor(lo / step); ; k++ {
+		out = append(out, k*step)
+		if k*step >= hi-step*1e-9 {
+			return out
+		}
 	}
-	return out
 }
 
 func tickLabel(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }
@@ -367,7 +370,8 @@ h1{font-size:1.4em;margin:0}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1
 svg{width:100%;height:auto;display:block;background:#fff}
 table{border-collapse:collapse}td,th{padding:.2em .7em;text-align:right;border-bottom:1px solid #eee}th{background:#fafafa}td:first-child,th:first-child{text-align:left}
 .plot{fill:#fcfcfc;stroke:#ccc}.grid{stroke:#eee}.tick{font-size:10px;fill:#666}.axis{font-size:11px;fill:#333}.empty{fill:#999}
-.line{fill:none;stroke-width:2}.p50{stroke:#2a6fdb;fill:#2a6fdb}.p90{stroke:#e08a00;fill:#e08a00}.p99{stroke:#c2185b;fill:#c2185b}
+.line{fill:none;stroke-width:2}.p50{stroke:#2a6fdb}.p90{stroke:#e08a00}.p99{stroke:#c2185b}
+.dot.p50,.legend.p50{fill:#2a6fdb}.dot.p90,.legend.p90{fill:#e08a00}.dot.p99,.legend.p99{fill:#c2185b}
 .legend{font-size:11px;stroke:none}.slo{stroke:#c00;stroke-dasharray:6 4;fill:none}
 .bars{fill:#6b9ee8}.mark{stroke:#c2185b;stroke-dasharray:3 2}
 .req{stroke:#8fb8ef}.wait{stroke:#1f4f9e}.fail{stroke:#d32f2f}
