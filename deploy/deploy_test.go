@@ -180,6 +180,7 @@ func TestManifestFiles(t *testing.T) {
 		"triton-sidecar.yaml": {"ConfigMap", "Deployment", "Service", "ServiceMonitor"},
 		"central.yaml":        {"ConfigMap", "Deployment", "Service", "ServiceMonitor"},
 		"prometheusrule.yaml": {"PrometheusRule"},
+		"bench-job.yaml":      {"ConfigMap", "PersistentVolumeClaim", "Job"},
 	}
 	paths, err := filepath.Glob("kubernetes/*.yaml")
 	if err != nil {
