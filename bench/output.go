@@ -245,6 +245,17 @@ func writeSummary(w io.Writer, rep *Report) {
 	fmt.Fprintln(w, "Times in ms. Req/s counts successful requests over the measurement span (docs/bench.md).")
 }
 
+// worstLabel names the step where a threshold was worst; steps of a
+// quick sweep differ in mode, so the step's own label is used.
+func worstLabel(rep *Report, r ThresholdResult) string {
+	for _, s := range rep.Steps {
+		if s.Index == r.WorstStep {
+			return s.Label()
+		}
+	}
+	return Label(rep.Steps[0].Mode, r.WorstLevel)
+}
+
 func writeThresholds(w io.Writer, rep *Report) {
 	if len(rep.Thresholds) == 0 {
 		return
@@ -261,9 +272,9 @@ func writeThresholds(w io.Writer, rep *Report) {
 		case r.WorstStep == 0:
 			detail = "no step ran"
 		case r.Missing && r.WorstValue == nil:
-			detail = fmt.Sprintf("no value at %s (no successful request)", Label(rep.Steps[0].Mode, r.WorstLevel))
+			detail = fmt.Sprintf("no value at %s (no successful request)", worstLabel(rep, r))
 		default:
-			detail = fmt.Sprintf("worst %s at %s", r.Format(*r.WorstValue), Label(rep.Steps[0].Mode, r.WorstLevel))
+			detail = fmt.Sprintf("worst %s at %s", r.Format(*r.WorstValue), worstLabel(rep, r))
 			if r.Missing {
 				detail += "; some step had no value"
 			}
