@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -132,7 +133,16 @@ func (b bracket) mid(mode Mode) float64 {
 	if mode == ModeConcurrency {
 		return math.Floor((b.lo + b.hi) / 2)
 	}
-	return roundLevel((b.lo + b.hi) / 2)
+	// The fewest significant digits that still fall strictly inside the
+	// bracket: levels print as people write them (13.4, not 13.3984375).
+	m := (b.lo + b.hi) / 2
+	for digits := 2; digits < 12; digits++ {
+		v, _ := strconv.ParseFloat(strconv.FormatFloat(m, 'g', digits, 64), 64)
+		if v > b.lo && v < b.hi {
+			return v
+		}
+	}
+	return roundLevel(m)
 }
 
 // search brackets the capacity by growing (or shrinking) the level by a

@@ -71,6 +71,12 @@ func TestBracket(t *testing.T) {
 	if m := (bracket{lo: 6, hi: 9}).mid(ModeConcurrency); m != 7 {
 		t.Errorf("mid %g", m)
 	}
+	if m := (bracket{lo: 13, hi: 13.796875}).mid(ModeRate); m != 13.4 {
+		t.Errorf("mid %g, want 13.4", m)
+	}
+	if m := (bracket{lo: 10, hi: 10.02}).mid(ModeRate); m != 10.01 {
+		t.Errorf("mid %g, want 10.01", m)
+	}
 	if (bracket{hi: math.Inf(1)}).narrow(ModeRate, 0.5) {
 		t.Error("an open bracket is not narrow")
 	}
