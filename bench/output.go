@@ -534,7 +534,8 @@ func csvHeader() []string {
 			h = append(h, s+"_"+st)
 		}
 	}
-	return h
+	// Added for capacity searches and quick sweeps; empty otherwise.
+	return append(h, "phase", "trial", "stopped_early", "goodput")
 }
 
 func writeCSV(f io.Writer, header bool, rep *Report) error {
@@ -563,6 +564,14 @@ func writeCSV(f io.Writer, header bool, rep *Report) error {
 				}
 			}
 		}
+		trial, goodput := "", ""
+		if s.Trial > 0 {
+			trial = strconv.Itoa(s.Trial)
+		}
+		if s.Goodput != nil {
+			goodput = num(s.Goodput.Ratio)
+		}
+		row = append(row, s.Phase, trial, s.StoppedEarly, goodput)
 		if err := w.Write(row); err != nil {
 			return err
 		}
