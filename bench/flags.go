@@ -51,10 +51,10 @@ type Flags struct {
 
 // AddCommand adds the bench command and its flags to app.
 func AddCommand(app *kingpin.Application) *Flags {
-	c := app.Command("bench", "Sweep a target through concurrencies or request rates and report TTFT, TPOT, ITL, latency and throughput per step (docs/bench.md).")
+	c := app.Command("bench", "Sweep a target through concurrencies, request rates or a trace, or search the highest load meeting an SLO (--capacity); report TTFT, TPOT, ITL, latency, throughput and goodput per step (docs/bench.md).")
 	f := &Flags{Cmd: c}
 	f.ConfigFile = c.Flag("config.file", "llm-prober configuration file.").Default("llm-prober.yml").String()
-	f.Target = c.Flag("target", "Name of the target to ").Required().String()
+	f.Target = c.Flag("target", "Name of the target to bench.").Required().String()
 	f.Probe = c.Flag("probe", "Probe whose workload, streaming and timeout to use (default: the target's first).").String()
 	f.concurrency = c.Flag("concurrency", "Closed-loop concurrency levels: 1,4,8 or 1:64:x2 (geometric) or 1:8:1 (additive). Default 1 when --rate is not given.").String()
 	f.rate = c.Flag("rate", "Open-loop request rates per second: 1,2.5,5 or 1:10:1 or 0.5:8:x2.").String()

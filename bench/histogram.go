@@ -16,6 +16,9 @@ import (
 // are computed, not averaged.
 const sketchGamma = 1.01
 
+// maxSketchCount bounds a sketch read from a file (2^40 observations).
+const maxSketchCount = 1 << 40
+
 // Sketch is a log-bucketed histogram of one statistic (seconds or
 // tokens), as --output carries it for `llm-prober bench merge`.
 type Sketch struct {
@@ -134,6 +137,10 @@ func (s *Sketch) check() error {
 		if n < 0 {
 			return fmt.Errorf("counts overflow")
 		}
+	}
+	// A bound far above any real run keeps merged sums from overflowing.
+	if n > maxSketchCount {
+		return fmt.Errorf("%d observations: implausibly many", n)
 	}
 	if n != s.Count {
 		return fmt.Errorf("buckets hold %d observations, count says %d", n, s.Count)
