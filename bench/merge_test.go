@@ -37,20 +37,23 @@ func runJSON(t *testing.T, o Options, name string) *Report {
 
 // Two runs at half the rate, at the same time against one server, merge
 // into the result of one run at the full rate, within sampling error:
-// the same requests per second, the same latency percentiles. The load is
-// kept well below the knee so both see the same server.
+// the same requests per second, the same latency percentiles. The
+// full-rate run loads an identical server at the same time, so a busy
+// machine slows both sides alike; the load is kept below the knee.
 func TestMergeTwoHalfRateRunsEqualsOneFullRateRun(t *testing.T) {
 	const rate = 6.0 // the knee is about 13.9/s
 	settings := func(r float64) Settings {
-		return Settings{Mode: ModeRate, Levels: []float64{r}, Duration: 4 * time.Second, Warmup: 500 * time.Millisecond}
+		return Settings{Mode: ModeRate, Levels: []float64{r}, Duration: 6 * time.Second, Warmup: time.Second}
 	}
-	url := simtest.Start(t, kneeConfig()).URL
-	whole := runJSON(t, kneeOptionsAt(t, url, settings(rate)), "full.json")
+	halfURL, fullURL := simtest.Start(t, kneeConfig()).URL, simtest.Start(t, kneeConfig()).URL
 
+	var whole *Report
 	var halves [2]*Report
 	var wg sync.WaitGroup
+	full := kneeOptionsAt(t, fullURL, settings(rate))
+	wg.Go(func() { whole = runJSON(t, full, "full.json") })
 	for i := range halves {
-		o := kneeOptionsAt(t, url, settings(rate/2))
+		o := kneeOptionsAt(t, halfURL, settings(rate/2))
 		wg.Go(func() { halves[i] = runJSON(t, o, "half.json") })
 	}
 	wg.Wait()
@@ -81,10 +84,12 @@ func TestMergeTwoHalfRateRunsEqualsOneFullRateRun(t *testing.T) {
 	// Latencies: the prefill and decode steps are the same for both; a
 	// few ms of slack absorbs a loaded CI machine.
 	close("TTFT p50", m.TTFT.P50, w.TTFT.P50, 0.1, 0.01)
-	close("TTFT p90", m.TTFT.P90, w.TTFT.P90, 0.15, 0.02)
-	close("latency p50", m.Latency.P50, w.Latency.P50, 0.1, 0.02)
-	close("latency p90", m.Latency.P90, w.Latency.P90, 0.15, 0.04)
-	close("TPOT p50", m.TPOT.P50, w.TPOT.P50, 0.1, 0.004)
+	// p75, not p90 or p99: with 36 requests a side, one request stalled by
+	// a starved CI machine moves a p90 by half; a p75 needs nine.
+	close("TTFT p75", m.TTFT.P75, w.TTFT.P75, 0.25, 0.03)
+	close("latency p50", m.Latency.P50, w.Latency.P50, 0.1, 0.03)
+	close("latency p75", m.Latency.P75, w.Latency.P75, 0.25, 0.05)
+	close("TPOT p50", m.TPOT.P50, w.TPOT.P50, 0.1, 0.005)
 	if m.OutputTokensPerRequest.Min != kneeOutput || m.OutputTokensPerRequest.Max != kneeOutput {
 		t.Errorf("output tokens per request %+v", m.OutputTokensPerRequest)
 	}
