@@ -283,7 +283,7 @@ func (s *stepRun) run(ctx context.Context, progress *progress) *Step {
 	step.StartedAt = time.Now()
 	s.measure = step.StartedAt.Add(s.o.Warmup)
 	step.MeasurementStartedAt = s.measure
-	runner := schedule.NewRunner(s.o.Logger, schedule.Options{Seed: s.o.Seed})
+	runner := schedule.NewRunner(runnerLogger(s.o.Logger), schedule.Options{Seed: s.o.Seed})
 	runner.Apply([]schedule.Job{s.job()})
 	stopProgress := progress.start(s)
 
