@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +97,38 @@ func TestSlopeAndWilson(t *testing.T) {
 	}
 	if lo := wilsonLower(1, 10, 4); lo > 0.01 {
 		t.Errorf("1 of 10 at 4 sigmas: lower bound %g, want below 1%%", lo)
+	}
+}
+
+// --capacity trace searches the replay speed: every speed passes against
+// a fast server, so the search climbs to its ceiling and says so.
+func TestCapacitySearchOverTraceSpeed(t *testing.T) {
+	var b strings.Builder
+	for i := range 30 {
+		fmt.Fprintf(&b, `{"timestamp": %d, "input_length": 3, "output_length": 2}`+"\n", i*40)
+	}
+	tr, err := ParseTrace(strings.NewReader(b.String()), "t.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slo, _ := ParseSLO([]string{"latency<1s"})
+	o, stdout, _ := fakeOptions(&fakeDriver{delay: 5 * time.Millisecond, tokens: 2},
+		Settings{Mode: ModeTrace, Trace: tr, SLO: slo, Search: &Search{Start: 1, Min: 0.5, Max: 4, Precision: 0.05, Trials: 1}})
+	rep, code := Run(context.Background(), o)
+	if code != ExitPass {
+		t.Fatalf("exit %d\n%s", code, stdout)
+	}
+	var speeds []float64
+	for _, s := range rep.Steps {
+		speeds = append(speeds, s.Level)
+		if s.Requests != 30 {
+			t.Errorf("%s: %d requests, want the whole trace of 30", s.Label(), s.Requests)
+		}
+	}
+	if !slices.Equal(speeds, []float64{1, 2, 4}) || rep.Capacity.Capacity != 4 || rep.Capacity.Upper != nil {
+		t.Errorf("speeds %v, capacity %+v", speeds, rep.Capacity)
+	}
+	if !strings.Contains(stdout.String(), "≥ trace ×4: every level up to the highest tried met it") {
+		t.Errorf("stdout:\n%s", stdout)
 	}
 }
