@@ -20,6 +20,8 @@ func (h errorsOnly) Enabled(ctx context.Context, level slog.Level) bool {
 	return level >= slog.LevelError && h.Handler.Enabled(ctx, level)
 }
 
-func (h errorsOnly) WithAttrs(as []slog.Attr) slog.Handler { return errorsOnly{h.Handler.WithAttrs(as)} }
+func (h errorsOnly) WithAttrs(as []slog.Attr) slog.Handler {
+	return errorsOnly{h.Handler.WithAttrs(as)}
+}
 
 func (h errorsOnly) WithGroup(name string) slog.Handler { return errorsOnly{h.Handler.WithGroup(name)} }
