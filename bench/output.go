@@ -44,7 +44,7 @@ type FlagsInfo struct {
 
 func flagsInfo(s *Settings) FlagsInfo {
 	f := FlagsInfo{
-		Mode: s.Mode, Levels: s.Levels, Poisson: s.Poisson,
+		Mode: s.Mode, Levels: append([]float64{}, s.Levels...), Poisson: s.Poisson,
 		DurationSeconds: s.Duration.Seconds(), WarmupSeconds: s.Warmup.Seconds(),
 		Requests: s.Requests, StabilityPercent: s.Stability * 100, MaxWindows: s.MaxWindows,
 		MaxInFlight: s.MaxInFlight, Seed: s.Seed, Thresholds: []string{},
