@@ -123,6 +123,12 @@ func Merge(reports []*Report, names []string) (*Report, error) {
 		}
 		out.Steps = append(out.Steps, mergeSteps(parts))
 	}
+	// The runs' flags say what one machine did; the merged levels are
+	// the whole load's.
+	out.Flags.Levels = nil
+	for _, st := range out.Steps {
+		out.Flags.Levels = append(out.Flags.Levels, st.Level)
+	}
 	var ths []Threshold
 	for _, text := range first.Flags.Thresholds {
 		th, err := ParseThreshold(text)

@@ -65,8 +65,8 @@ func TestMergeTwoHalfRateRunsEqualsOneFullRateRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, w := merged.Steps[0], whole.Steps[0]
-	if m.Level != rate {
-		t.Errorf("merged level %g, want %g", m.Level, rate)
+	if m.Level != rate || len(merged.Flags.Levels) != 1 || merged.Flags.Levels[0] != rate {
+		t.Errorf("merged level %g (flags %v), want %g", m.Level, merged.Flags.Levels, rate)
 	}
 	if m.Requests != halves[0].Steps[0].Requests+halves[1].Steps[0].Requests {
 		t.Errorf("merged requests %d are not the sum", m.Requests)
