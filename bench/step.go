@@ -64,7 +64,7 @@ type Step struct {
 	Goodput *Goodput `json:"goodput,omitempty"`
 
 	Stats
-	// Histograms make the step mergeable (llm-prober bench merge).
+	// Histograms make the step mergeable (llm-prober bench-merge).
 	Histograms *Histograms `json:"histograms,omitempty"`
 	// FirstStart and LastEnd bound the measurement span exactly, so a
 	// merge can compute the union's span.
