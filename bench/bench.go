@@ -183,7 +183,7 @@ type Report struct {
 	// Passed: every threshold held on every step (true without
 	// thresholds), and the capacity reached --min-capacity.
 	Passed bool `json:"passed"`
-	// Merged lists the files `llm-prober bench merge` combined.
+	// Merged lists the files `llm-prober bench-merge` combined.
 	Merged []string `json:"merged,omitempty"`
 }
 

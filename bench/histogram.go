@@ -20,7 +20,7 @@ const sketchGamma = 1.01
 const maxSketchCount = 1 << 40
 
 // Sketch is a log-bucketed histogram of one statistic (seconds or
-// tokens), as --output carries it for `llm-prober bench merge`.
+// tokens), as --output carries it for `llm-prober bench-merge`.
 type Sketch struct {
 	Gamma float64 `json:"gamma"`
 	Count int     `json:"count"`
