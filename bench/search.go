@@ -205,6 +205,11 @@ func (ss *session) search(ctx context.Context) (*CapacityResult, error) {
 				}
 			}
 		}
+		if res.BudgetExhausted && b.lo == 0 && len(res.Trials) > 0 {
+			// A trial the budget cut before anything passed says nothing
+			// about the capacity; counting it as 0 would drag the median.
+			break
+		}
 		tr.Capacity = b.lo
 		if !math.IsInf(b.hi, 1) {
 			tr.Upper = new(b.hi)
@@ -216,10 +221,14 @@ func (ss *session) search(ctx context.Context) (*CapacityResult, error) {
 		start, growth = b.lo, searchGrowthLater
 	}
 	res.summarise()
-	if res.Capacity == 0 && ctx.Err() == nil && len(ss.rep.Steps) > 0 {
-		return res, noLevelMet(o, lowest)
+	switch {
+	case res.Capacity > 0 || ctx.Err() != nil:
+		return res, nil
+	case res.BudgetExhausted:
+		return res, fmt.Errorf("--budget %s ended the search after %d steps, before any level met the objective (a step can take %s); raise --budget, or shorten steps with --duration, --warmup or --max-windows",
+			sr.Budget, len(ss.rep.Steps), longest)
 	}
-	return res, nil
+	return res, noLevelMet(o, lowest)
 }
 
 // stepBound is the longest a step can take, for the budget: warm-up,

@@ -132,3 +132,18 @@ func TestCapacitySearchOverTraceSpeed(t *testing.T) {
 		t.Errorf("stdout:\n%s", stdout)
 	}
 }
+
+// A budget shorter than one step: nothing is sent, and the message says
+// what to change.
+func TestCapacitySearchBudgetTooShort(t *testing.T) {
+	slo, _ := ParseSLO([]string{"ttft<1s"})
+	o, stdout, stderr := fakeOptions(&fakeDriver{delay: time.Millisecond, tokens: 2},
+		Settings{Mode: ModeRate, SLO: slo, Duration: time.Second, Search: &Search{Start: 1, Min: 1, Max: 8, Precision: 0.05, Trials: 1, Budget: time.Millisecond}})
+	rep, code := Run(context.Background(), o)
+	if code != ExitFail || len(rep.Steps) != 0 || !rep.Capacity.BudgetExhausted {
+		t.Fatalf("exit %d, %d steps\n%s", code, len(rep.Steps), stdout)
+	}
+	if !strings.Contains(stderr.String(), "--budget 1ms ended the search after 0 steps, before any level met the objective") {
+		t.Errorf("stderr: %s", stderr)
+	}
+}
