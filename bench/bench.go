@@ -242,7 +242,7 @@ func Run(ctx context.Context, o Options) (*Report, int) {
 		rep.Capacity, failure = ss.search(ctx)
 	case o.QuickSweep > 0:
 		ss.prog.steps = o.QuickSweep + 2
-		rep.Capacity = ss.quickSweep(ctx)
+		rep.Capacity, failure = ss.quickSweep(ctx)
 	default:
 		for _, level := range o.Levels {
 			if ss.step(ctx, o.Mode, level, "", 0) == nil {

@@ -314,20 +314,19 @@ func noLevelMet(o *Options, st *Step) error {
 // throughput, and QuickSweep constant rates evenly spaced between them
 // draw the curve. With an SLO, the highest sweep rate that met it is
 // reported as a coarse capacity.
-func (ss *session) quickSweep(ctx context.Context) *CapacityResult {
+func (ss *session) quickSweep(ctx context.Context) (*CapacityResult, error) {
 	o := ss.o
 	sync := ss.step(ctx, ModeConcurrency, 1, "synchronous", 0)
 	if sync == nil {
-		return nil
+		return nil, nil
 	}
 	top := ss.step(ctx, ModeConcurrency, float64(o.SweepConcurrency), "throughput", 0)
 	if top == nil {
-		return nil
+		return nil, nil
 	}
 	lo, hi := sync.RequestsPerSecond, top.RequestsPerSecond
 	if !(lo > 0) || !(hi > lo) {
-		fmt.Fprintf(o.Stderr, "llm-prober bench: quick sweep: throughput at concurrency %d (%.3g/s) is not above the synchronous %.3g/s; no rates between them to sweep\n", o.SweepConcurrency, hi, lo)
-		return nil
+		return nil, fmt.Errorf("quick sweep: throughput at concurrency %d (%.3g/s) is not above the synchronous %.3g/s, so there are no rates between them to sweep; see the steps' errors, or raise --sweep-concurrency", o.SweepConcurrency, hi, lo)
 	}
 	var res *CapacityResult
 	if o.SLO.Set() {
@@ -337,7 +336,7 @@ func (ss *session) quickSweep(ctx context.Context) *CapacityResult {
 		rate := roundLevel(lo + (hi-lo)*float64(i)/float64(o.QuickSweep+1))
 		step := ss.step(ctx, ModeRate, rate, "sweep", 0)
 		if step == nil {
-			return res
+			return res, nil
 		}
 		if res == nil {
 			continue
@@ -352,7 +351,7 @@ func (ss *session) quickSweep(ctx context.Context) *CapacityResult {
 		res.Lower = res.Capacity
 		res.Passed = res.Capacity > 0
 	}
-	return res
+	return res, nil
 }
 
 // writeCapacity prints the search's answer after the summary.

@@ -147,3 +147,18 @@ func TestCapacitySearchBudgetTooShort(t *testing.T) {
 		t.Errorf("stderr: %s", stderr)
 	}
 }
+
+// A sweep whose maximum-throughput step is no faster than the
+// synchronous one (here: every request fails) has no rates to sweep; it
+// says so and fails rather than exiting 0 after two steps.
+func TestQuickSweepWithoutRange(t *testing.T) {
+	o, stdout, stderr := fakeOptions(&fakeDriver{delay: time.Millisecond, tokens: 2, fail: func() bool { return true }},
+		Settings{Mode: ModeRate, QuickSweep: 3, SweepConcurrency: 4, Duration: 300 * time.Millisecond})
+	rep, code := Run(context.Background(), o)
+	if code != ExitFail || len(rep.Steps) != 2 {
+		t.Fatalf("exit %d after %d steps\n%s", code, len(rep.Steps), stdout)
+	}
+	if !strings.Contains(stderr.String(), "no rates between them to sweep") {
+		t.Errorf("stderr: %s", stderr)
+	}
+}
