@@ -122,6 +122,9 @@ type stepRun struct {
 	// inflightAt samples it for the over-saturation check.
 	inflight   int
 	inflightAt [][2]float64
+	// traceSeen counts a trace's arrivals sent or skipped, warm-up
+	// included: the replay is over when it reaches the trace's length.
+	traceSeen int
 	// live progress
 	liveTTFT   []float64
 	liveDone   int
@@ -129,9 +132,6 @@ type stepRun struct {
 }
 
 var errInterrupted = errors.New("interrupted")
-
-// traceWindowMargin extends a trace step's window past its last arrival.
-const traceWindowMargin = 100 * time.Millisecond
 
 func newStepRun(o *Options, index int, mode Mode, level float64) *stepRun {
 	s := &stepRun{
@@ -149,9 +149,9 @@ func newStepRun(o *Options, index int, mode Mode, level float64) *stepRun {
 	}
 	s.dur = o.Duration
 	if mode == ModeTrace {
-		// The margin lets the last arrival, planned at the span's very
-		// end, fall inside the window despite the runner's start delay.
-		s.dur = time.Duration(float64(o.Trace.Span())/level) + traceWindowMargin
+		// For the progress bar only: a trace step ends when every
+		// arrival was sent or skipped (traceSeen), not on a clock.
+		s.dur = time.Duration(float64(o.Trace.Span()) / level)
 	}
 	if o.Stability > 0 {
 		s.maxWindows = o.MaxWindows
@@ -173,6 +173,11 @@ func (s *stepRun) windowAt(now time.Time) int {
 	if now.Before(s.measure) {
 		return -1
 	}
+	if s.step.Mode == ModeTrace {
+		// One window holds the whole replay, however late its last
+		// arrival comes on a busy machine.
+		return 0
+	}
 	if s.count {
 		n := 0
 		for _, w := range s.windows {
@@ -189,6 +194,9 @@ func (s *stepRun) admit(now time.Time) (int, bool) {
 	defer s.mu.Unlock()
 	if s.closed {
 		return 0, false
+	}
+	if s.step.Mode == ModeTrace {
+		s.traceSeen++
 	}
 	k := s.windowAt(now)
 	switch {
@@ -232,11 +240,18 @@ func (s *stepRun) skip(reason string) {
 	if s.closed {
 		return
 	}
+	if s.step.Mode == ModeTrace {
+		s.traceSeen++
+	}
 	switch k := s.windowAt(time.Now()); {
 	case k < 0:
 		s.wSkip++
 	case k < s.maxWindows:
 		s.window(k).skipped[reason]++
+	}
+	select {
+	case s.changed <- struct{}{}:
+	default:
 	}
 }
 
@@ -396,7 +411,7 @@ func (s *stepRun) waitWindow(ctx context.Context, k int) error {
 		defer t.Stop()
 		check = t.C
 	}
-	if !s.count {
+	if !s.count && s.step.Mode != ModeTrace {
 		end := s.measure.Add(time.Duration(k+1) * s.dur)
 		t := time.NewTimer(time.Until(end))
 		defer t.Stop()
@@ -418,6 +433,9 @@ func (s *stepRun) waitWindow(ctx context.Context, k int) error {
 		s.mu.Lock()
 		w := s.window(k)
 		done := w.pending == 0 && (!s.count || w.sends >= s.o.Requests)
+		if s.step.Mode == ModeTrace {
+			done = w.pending == 0 && s.traceSeen >= len(s.o.Trace.Records)
+		}
 		s.mu.Unlock()
 		if done {
 			return nil
