@@ -163,6 +163,7 @@ func begin(req *Request) (*Request, *Result) {
 		req = &Request{}
 	}
 	r := &Result{RequestID: req.ID, Streamed: req.Stream}
+	r.expectChunks(req)
 	if r.RequestID == "" {
 		r.RequestID = newRequestID()
 	}
@@ -593,6 +594,11 @@ func (w *watchedBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// lastRead is when the latest Read that delivered bytes returned: the line
+// reader takes its arrival times from here rather than reading the clock
+// a second time per read.
+func (w *watchedBody) lastRead() time.Time { return w.last }
 
 // stallWatch calls onStall once no byte has arrived for timeout. A read
 // only stores its time in an atomic (touch); one timer per exchange fires

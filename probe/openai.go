@@ -592,7 +592,7 @@ type streamState struct {
 var doneMarker = []byte("[DONE]")
 
 func (d *openAIDriver) readStream(ex *exchange, r *Result) {
-	var st streamState
+	st := streamState{cum: make([]int, 0, cap(r.Chunks))}
 	var chunk oaiChunk
 	handle := func(ev *sseEvent) bool { return d.onEvent(ev, r, &st, &chunk) }
 	if err := ex.readEvents(handle, r); err != nil {

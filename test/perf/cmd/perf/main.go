@@ -35,6 +35,7 @@ import (
 	"os/signal"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -49,6 +50,8 @@ type options struct {
 	truthSample    int
 	pairs          int
 	pairWindow     time.Duration
+	costGaps       string
+	costStreams    string
 	burstDuration  time.Duration
 	daemonDuration time.Duration
 	profileDir     string
@@ -70,6 +73,8 @@ func main() {
 	flag.IntVar(&o.truthSample, "truth-sample", 1000, "requests per overhead step compared with ground truth (evenly sampled)")
 	flag.IntVar(&o.pairs, "pairs", 5, "interleaved prober/raw pairs per cost configuration")
 	flag.DurationVar(&o.pairWindow, "pair-window", 5*time.Second, "measured time of each client in a cost pair")
+	flag.StringVar(&o.costGaps, "cost-gaps", "200us,0", "chunk gaps of the cost rows (0: back to back)")
+	flag.StringVar(&o.costStreams, "cost-streams", "16,64", "stream counts of the cost rows")
 	flag.DurationVar(&o.burstDuration, "burst-duration", 30*time.Second, "measured time of bursts, with and without the lead each (one burst per second)")
 	flag.DurationVar(&o.daemonDuration, "daemon-duration", 20*time.Second, "how long the 100-probe daemon probes before it is measured (the 1000-probe one: 1.5 times that)")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "write CPU profiles into this directory: each overhead step's prober window, and one extra window of each client after each cost row's pairs (adds overhead)")
@@ -154,7 +159,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	if err := step("cost", func() error {
-		rows, err := measureCost(ctx, o, []time.Duration{200 * time.Microsecond, 0}, []int{16, 64})
+		gaps, streams, err := costRows(o)
+		if err != nil {
+			return err
+		}
+		rows, err := measureCost(ctx, o, gaps, streams)
 		if err == nil {
 			printCost(out, rows, o)
 		}
@@ -218,6 +227,27 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	return step("micro", func() error { return microBenchmarks(ctx, o, out) })
+}
+
+// costRows parses -cost-gaps and -cost-streams.
+func costRows(o options) ([]time.Duration, []int, error) {
+	var gaps []time.Duration
+	var streams []int
+	for f := range strings.SplitSeq(o.costGaps, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil {
+			return nil, nil, fmt.Errorf("-cost-gaps: %w", err)
+		}
+		gaps = append(gaps, d)
+	}
+	for f := range strings.SplitSeq(o.costStreams, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, nil, fmt.Errorf("-cost-streams: %q is not a stream count", f)
+		}
+		streams = append(streams, n)
+	}
+	return gaps, streams, nil
 }
 
 // header prints what the figures depend on: machine, load and settings.
