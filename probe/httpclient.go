@@ -301,6 +301,8 @@ func (ex *exchange) attempt(client *http.Client, r *Result, endpoint string, bod
 	ct := ex.trace.clientTrace()
 	if release != nil {
 		ex.trace.holdHooks(ex.ctx, ct, release, !ex.t.opts.NewConnectionPerProbe)
+	} else {
+		ex.trace.stampWrites(ct)
 	}
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ex.ctx, ct),
 		http.MethodPost, endpoint, bytes.NewReader(body))
@@ -318,7 +320,8 @@ func (ex *exchange) attempt(client *http.Client, r *Result, endpoint string, bod
 	// connection (DNS, connect, TLS when none is pooled) and writing the
 	// request, as the TTFT definition requires, but none of our own
 	// marshalling. The phases are exported separately for both views.
-	// A held request takes Start when it is let through instead.
+	// A held request, and one written on a pooled HTTP/1.x connection,
+	// take Start when their write begins instead (stampWrites).
 	r.Start = time.Now()
 	ex.start = r.Start
 	resp, err := client.Do(req)
