@@ -52,6 +52,7 @@ type options struct {
 	pairWindow     time.Duration
 	costGaps       string
 	costStreams    string
+	overheadCounts string
 	burstDuration  time.Duration
 	daemonDuration time.Duration
 	profileDir     string
@@ -75,6 +76,7 @@ func main() {
 	flag.DurationVar(&o.pairWindow, "pair-window", 5*time.Second, "measured time of each client in a cost pair")
 	flag.StringVar(&o.costGaps, "cost-gaps", "200us,0", "chunk gaps of the cost rows (0: back to back)")
 	flag.StringVar(&o.costStreams, "cost-streams", "16,64", "stream counts of the cost rows")
+	flag.StringVar(&o.overheadCounts, "overhead-streams", "1,16,64", "stream counts of the overhead steps")
 	flag.DurationVar(&o.burstDuration, "burst-duration", 30*time.Second, "measured time of bursts, with and without the lead each (one burst per second)")
 	flag.DurationVar(&o.daemonDuration, "daemon-duration", 20*time.Second, "how long the 100-probe daemon probes before it is measured (the 1000-probe one: 1.5 times that)")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "write CPU profiles into this directory: each overhead step's prober window, and one extra window of each client after each cost row's pairs (adds overhead)")
@@ -150,7 +152,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 	}
 	if err := step("overhead", withHarness(func(h *harness) error {
-		rows, err := h.overhead(ctx, []int{1, 16, 64})
+		streams, err := streamCounts("-overhead-streams", o.overheadCounts)
+		if err != nil {
+			return err
+		}
+		rows, err := h.overhead(ctx, streams)
 		if err == nil {
 			printOverhead(out, rows, o)
 		}
@@ -232,7 +238,6 @@ func run(ctx context.Context, o options, out io.Writer) error {
 // costRows parses -cost-gaps and -cost-streams.
 func costRows(o options) ([]time.Duration, []int, error) {
 	var gaps []time.Duration
-	var streams []int
 	for f := range strings.SplitSeq(o.costGaps, ",") {
 		d, err := time.ParseDuration(strings.TrimSpace(f))
 		if err != nil {
@@ -240,14 +245,21 @@ func costRows(o options) ([]time.Duration, []int, error) {
 		}
 		gaps = append(gaps, d)
 	}
-	for f := range strings.SplitSeq(o.costStreams, ",") {
+	streams, err := streamCounts("-cost-streams", o.costStreams)
+	return gaps, streams, err
+}
+
+// streamCounts parses a flag's comma-separated stream counts.
+func streamCounts(flagName, s string) ([]int, error) {
+	var streams []int
+	for f := range strings.SplitSeq(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
-			return nil, nil, fmt.Errorf("-cost-streams: %q is not a stream count", f)
+			return nil, fmt.Errorf("%s: %q is not a stream count", flagName, f)
 		}
 		streams = append(streams, n)
 	}
-	return gaps, streams, nil
+	return streams, nil
 }
 
 // header prints what the figures depend on: machine, load and settings.
