@@ -87,8 +87,6 @@ type holeValues struct {
 	id                   string
 }
 
-var sentinelsA = holeValues{sentinelMaxA, sentinelMinA, sentinelIDA}
-
 // encodeBody is enc's body for req: from the request's BodyCache when it
 // has one that matches, else encoded in full.
 func encodeBody(key *encoderKey, enc bodyEncoder, req *Request, id string) ([]byte, error) {
@@ -179,9 +177,9 @@ func newBodyTemplate(key *encoderKey, enc bodyEncoder, req *Request) *bodyTempla
 // findHoles lists the occurrences of the A sentinels in body, in order.
 func findHoles(body []byte) []bodyHole {
 	marks := [...][]byte{
-		holeMaxTokens: []byte(strconv.Itoa(sentinelsA.maxTokens)),
-		holeMinTokens: []byte(strconv.Itoa(sentinelsA.minTokens)),
-		holeID:        []byte(sentinelsA.id),
+		holeMaxTokens: []byte(strconv.Itoa(sentinelMaxA)),
+		holeMinTokens: []byte(strconv.Itoa(sentinelMinA)),
+		holeID:        []byte(sentinelIDA),
 	}
 	var holes []bodyHole
 next:
