@@ -29,6 +29,12 @@ type BodyCache struct {
 // replaced on reload leaves its entry to be overwritten.
 const maxBodyTemplates = 8
 
+// maxTemplateBytes bounds one cached body. A longer one (a long-context
+// prompt) is encoded per request: each probe keeps its own cache, and
+// copies of many long prompts would add up to more memory than the
+// encoding saves time.
+const maxTemplateBytes = 64 << 10
+
 // bodyEncoder is a driver's full encoding of a request body; id is the
 // request id, for bodies that carry it.
 type bodyEncoder func(req *Request, id string) ([]byte, error)
@@ -166,6 +172,9 @@ func newBodyTemplate(key *encoderKey, enc bodyEncoder, req *Request) *bodyTempla
 	b, err := enc(&rb, sentinelIDB)
 	if err != nil {
 		return nil
+	}
+	if len(a) > maxTemplateBytes {
+		return t
 	}
 	holes := findHoles(a)
 	if bytes.Equal(fillHoles(a, holes, holeValues{sentinelMaxB, sentinelMinB, sentinelIDB}), b) {

@@ -296,3 +296,19 @@ func TestCachedBodyEncodesOnce(t *testing.T) {
 		t.Errorf("encoded %d times for 100 requests, want 2", calls)
 	}
 }
+
+// A body longer than maxTemplateBytes is not kept; it is encoded per
+// request, with the same bytes.
+func TestCachedBodyTooLong(t *testing.T) {
+	d := &openAIDriver{chat: true, t: &httpTarget{}}
+	key := new(encoderKey)
+	item := Request{Prompt: strings.Repeat("x", maxTemplateBytes), MaxTokens: 3, Bodies: &BodyCache{}}
+	got, err := encodeBody(key, d.encodeBody, &item, "")
+	want, _ := d.requestBodyMap(&item)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("body differs (%v)", err)
+	}
+	if cachedTemplate(item.Bodies, key) {
+		t.Error("a body over the bound was kept")
+	}
+}

@@ -67,11 +67,19 @@ func New(w *config.Workload) *Generator {
 		g.items = make([]item, len(g.prompts))
 		for i, p := range g.prompts {
 			g.items[i] = newItem(p, w.Prompts.System)
-			g.items[i].bodies = &probe.BodyCache{}
+			if len(g.prompts) <= maxCachedPrompts {
+				g.items[i].bodies = &probe.BodyCache{}
+			}
 		}
 	}
 	return g
 }
+
+// maxCachedPrompts bounds the prompts whose encoded bodies a generator
+// keeps. Every probe has a generator of its own, so a large prompt file
+// cached whole would be copied once per probe; its requests are encoded
+// per request instead, as before.
+const maxCachedPrompts = 1024
 
 // item is one prompt as every request drawn from it carries it. Requests
 // share its slices and body cache; the slices are clipped so that a

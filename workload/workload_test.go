@@ -213,3 +213,16 @@ func TestGeneratorBodyCachePerPrompt(t *testing.T) {
 		t.Errorf("a synthetic prompt has a body cache")
 	}
 }
+
+// A workload of more prompts than maxCachedPrompts keeps no bodies: each
+// probe would hold a copy of the whole file.
+func TestGeneratorNoBodyCacheForManyPrompts(t *testing.T) {
+	prompts := make([]config.Prompt, maxCachedPrompts+1)
+	for i := range prompts {
+		prompts[i].Text = "p"
+	}
+	g := New(&config.Workload{Prompts: config.Prompts{Inline: prompts}, MaxTokens: config.MaxTokens{Mean: 8}})
+	if r := g.Next("m"); r.Bodies != nil {
+		t.Error("a request of a large prompt set has a body cache")
+	}
+}
