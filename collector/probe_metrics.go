@@ -545,6 +545,8 @@ func outcomeIndex(o probe.Outcome) int {
 		return 7
 	case probe.OutcomeIncomplete:
 		return 8
+	case probe.OutcomeWrongAnswer:
+		return 9
 	}
 	return 6
 }

@@ -86,6 +86,12 @@ type Target struct {
 	Triton *Triton `yaml:"triton,omitempty"`
 	// Ollama holds settings of ollama targets.
 	Ollama *Ollama `yaml:"ollama,omitempty"`
+	// Embedding and Rerank check the answers of embedding and rerank
+	// targets (pooled.go).
+	Embedding *Embedding `yaml:"embedding,omitempty"`
+	Rerank    *Rerank    `yaml:"rerank,omitempty"`
+	// DiscoverModels probes every model the server lists (discovery.go).
+	DiscoverModels *DiscoverModels `yaml:"discover_models,omitempty"`
 
 	ServerMetrics *ServerMetrics `yaml:"server_metrics,omitempty"`
 	Probes        []*Probe       `yaml:"probes"`
@@ -128,6 +134,9 @@ type Probe struct {
 	SLO      *SLO     `yaml:"slo,omitempty"`
 	// Timeout overrides the target's timeout for this probe.
 	Timeout model.Duration `yaml:"timeout"`
+	// Model is set on the probes model discovery makes from this one
+	// (Config.WithModels); never read from the file.
+	Model string `yaml:"-" json:"model,omitempty"`
 }
 
 // Streaming reports whether the probe asks for a streamed answer.
@@ -248,6 +257,7 @@ func (c *Config) applyDefaults() {
 				t.Ollama.API = probe.OllamaAPIChat
 			}
 		}
+		t.DiscoverModels.applyDefaults()
 		if sm := t.ServerMetrics; sm != nil {
 			if sm.Kind == "" {
 				sm.Kind = collector.KindAuto
@@ -342,7 +352,9 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 		}
 	}
 	validateEndpoint(d, path, t, proto, known)
-	if !validLabelValue(t.Model) {
+	if t.DiscoverModels != nil {
+		// validateDiscovery: the models come from the server.
+	} else if !validLabelValue(t.Model) {
 		if t.Model == "" {
 			d.at(path+".model", "missing model; set the model name the server serves (see its /v1/models)")
 		} else {
@@ -375,6 +387,8 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 		validateHistograms(d, path+".histograms", t.Histograms)
 	}
 	validateTriton(d, path, t)
+	validatePooling(d, path, t)
+	validateDiscovery(d, path, t, proto, known)
 	if o := t.Ollama; o != nil {
 		if !protocolIs(t.Protocol, isOllama) {
 			d.at(path+".ollama", "ollama settings apply to %s only, not %s", protocolNames(isOllama), t.Protocol)
@@ -728,6 +742,7 @@ func (t *Target) DriverOptions() probe.TargetOptions {
 		StreamIdleTimeout:     time.Duration(t.StreamIdleTimeout),
 		MaxResponseBytes:      t.MaxResponseBytes,
 		Triton:                t.tritonOptions(),
+		Pooling:               t.poolingOptions(),
 	}
 	// TLS, redirects, proxy and authentication, merged from the target's
 	// short forms and http_client_config.

@@ -14,13 +14,27 @@ func (c *Config) Lookup(targetName, probeName string) (*Target, *Probe, error) {
 	if target == nil {
 		return nil, nil, fmt.Errorf("no target %q in the configuration", targetName)
 	}
-	if probeName == "" {
+	if len(target.Probes) == 0 {
+		// An expanded target whose server has listed no model yet.
+		return nil, nil, fmt.Errorf("target %q has no probes (yet)", targetName)
+	}
+	if probeName == "" && (target.DiscoverModels == nil || target.Probes[0].Model != "") {
 		return target, target.Probes[0], nil
 	}
 	for _, p := range target.Probes {
 		if p.Name == probeName {
+			if target.DiscoverModels != nil && p.Model == "" {
+				break // a template: it needs a model
+			}
 			return target, p, nil
 		}
+	}
+	if p, ok := target.discoveredProbe(probeName); ok {
+		return target, p, nil
+	}
+	if target.DiscoverModels != nil {
+		return nil, nil, fmt.Errorf("target %q discovers its models: name a probe as <template>@<model>, e.g. %s", targetName,
+			DiscoveredProbeName(target.Probes[0].Name, "<model>"))
 	}
 	return nil, nil, fmt.Errorf("target %q has no probe %q", targetName, probeName)
 }

@@ -125,8 +125,9 @@ func (e *Engine) Apply(cfg *config.Config) {
 		}
 		for _, pc := range t.Probes {
 			w := cfg.Workloads[pc.Workload]
-			e.metrics.Add(collector.ProbeSeries{Target: t.Name, Probe: pc.Name, Model: t.Model, SLO: pc.CollectorSLO(), Protocol: t.Protocol, Histograms: t.Histograms})
-			info := Info{Target: t.Name, Probe: pc.Name, Model: t.Model, Protocol: t.Protocol, Endpoint: t.Endpoint()}
+			model := pc.ModelFor(t) // a discovered probe's own model
+			e.metrics.Add(collector.ProbeSeries{Target: t.Name, Probe: pc.Name, Model: model, SLO: pc.CollectorSLO(), Protocol: t.Protocol, Histograms: t.Histograms})
+			info := Info{Target: t.Name, Probe: pc.Name, Model: model, Protocol: t.Protocol, Endpoint: t.Endpoint()}
 			for _, s := range e.sinks {
 				s.Add(info)
 			}

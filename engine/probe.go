@@ -85,7 +85,7 @@ func newProbe(t *config.Target, pc *config.Probe, w *config.Workload, d probe.Dr
 	return &Probe{
 		Target:   t.Name,
 		Name:     pc.Name,
-		Model:    t.Model,
+		Model:    pc.ModelFor(t),
 		Protocol: t.Protocol,
 		Endpoint: t.Endpoint(),
 		Stream:   pc.Streaming(),

@@ -121,6 +121,15 @@
     proberDownFor: '5m',
     configReloadFailedFor: '10m',
 
+    // LLMProberModelDisappeared: a model probed through discover_models in
+    // the window that the server no longer lists (its probes stopped).
+    // Resolves itself one window after the model went.
+    modelDisappearedWindow: '1h',
+    modelDisappearedFor: '5m',
+    // LLMProberModelDiscoveryFailing: the model list of a target could not
+    // be refreshed for this long (the last good list is still probed).
+    modelDiscoveryFailingFor: '15m',
+
     // ---- Dashboards -----------------------------------------------------------
 
     // uid of each dashboard: this prefix, '-', its name (overview,

@@ -97,6 +97,8 @@ type TargetOptions struct {
 	OllamaAPI string
 	// Triton configures the triton_generate and triton_grpc drivers.
 	Triton TritonOptions
+	// Pooling configures the embedding and rerank drivers.
+	Pooling PoolingOptions
 }
 
 // withDefaults returns o with zero fields replaced by the defaults.

@@ -45,7 +45,8 @@ type Protocol struct {
 	// Outcomes are the outcome values the protocol's driver can produce.
 	Outcomes []Outcome
 	// Settings names the protocol's own part of TargetOptions, if any:
-	// SettingsTriton (Triton) or SettingsOllama (OllamaAPI). Config
+	// SettingsTriton (Triton), SettingsOllama (OllamaAPI),
+	// SettingsEmbedding or SettingsRerank (Pooling). Config
 	// accepts a target's triton: or ollama: block by it.
 	Settings string
 	// newDriver builds the driver from options with defaults applied.
@@ -65,6 +66,10 @@ var (
 		OutcomeProtocolError, OutcomeStreamStalled, OutcomeIncomplete}
 	grpcOutcomes = []Outcome{OutcomeSuccess, OutcomeTimeout, OutcomeConnectError, OutcomeGRPCError,
 		OutcomeProtocolError, OutcomeStreamStalled, OutcomeIncomplete}
+	// pooledOutcomes: embedding and rerank answers are checked, so they
+	// can be wrong as well as broken.
+	pooledOutcomes = []Outcome{OutcomeSuccess, OutcomeTimeout, OutcomeConnectError, OutcomeHTTP4xx, OutcomeHTTP5xx,
+		OutcomeProtocolError, OutcomeStreamStalled, OutcomeIncomplete, OutcomeWrongAnswer}
 )
 
 // protocols is the table, in the order messages and docs list protocols.
@@ -81,6 +86,16 @@ var protocols = []Protocol{
 		Outcomes: httpOutcomes, Settings: SettingsTriton, newDriver: newTritonGenerateDriver},
 	{Name: ProtocolTritonGRPC, Server: "Triton", Endpoint: EndpointAddress, Streams: true, DefaultPort: 8001,
 		Outcomes: grpcOutcomes, Settings: SettingsTriton, newDriver: newTritonGRPCDriver},
+	{Name: ProtocolOpenAIEmbeddings, Server: "the OpenAI-compatible server", Endpoint: EndpointURL, DefaultPort: 8000,
+		Outcomes: pooledOutcomes, Settings: SettingsEmbedding, newDriver: newPooledDriver(openAIEmbeddingsKind)},
+	{Name: ProtocolOllamaEmbed, Server: "Ollama", Endpoint: EndpointURL, DefaultPort: 11434,
+		Outcomes: pooledOutcomes, Settings: SettingsEmbedding, newDriver: newPooledDriver(ollamaEmbedKind)},
+	{Name: ProtocolTEIEmbed, Server: "text-embeddings-inference", Endpoint: EndpointURL, DefaultPort: 8080,
+		Outcomes: pooledOutcomes, Settings: SettingsEmbedding, newDriver: newPooledDriver(teiEmbedKind)},
+	{Name: ProtocolOpenAIRerank, Server: "the rerank server (vLLM, llama.cpp)", Endpoint: EndpointURL, DefaultPort: 8000,
+		Outcomes: pooledOutcomes, Settings: SettingsRerank, newDriver: newPooledDriver(openAIRerankKind)},
+	{Name: ProtocolTEIRerank, Server: "text-embeddings-inference", Endpoint: EndpointURL, DefaultPort: 8080,
+		Outcomes: pooledOutcomes, Settings: SettingsRerank, newDriver: newPooledDriver(teiRerankKind)},
 }
 
 // Protocols returns the protocol table (a copy), in table order.

@@ -29,7 +29,7 @@ func TestProtocolTable(t *testing.T) {
 		if p.DefaultPort < 1 || p.DefaultPort > 65535 || p.Server == "" {
 			t.Errorf("%s: default port %d, server %q", p.Name, p.DefaultPort, p.Server)
 		}
-		if p.Settings != "" && p.Settings != probe.SettingsTriton && p.Settings != probe.SettingsOllama {
+		if p.Settings != "" && !slices.Contains([]string{probe.SettingsTriton, probe.SettingsOllama, probe.SettingsEmbedding, probe.SettingsRerank}, p.Settings) {
 			t.Errorf("%s: settings %q", p.Name, p.Settings)
 		}
 		if !p.Streams {
@@ -60,7 +60,8 @@ func TestProtocolTable(t *testing.T) {
 		t.Errorf("SupportedProtocols() = %v, table has %v", got, names)
 	}
 	for _, c := range []string{probe.ProtocolOpenAIChat, probe.ProtocolOpenAICompletions, probe.ProtocolTGI,
-		probe.ProtocolOllama, probe.ProtocolTritonGenerate, probe.ProtocolTritonGRPC} {
+		probe.ProtocolOllama, probe.ProtocolTritonGenerate, probe.ProtocolTritonGRPC, probe.ProtocolOpenAIEmbeddings,
+		probe.ProtocolOllamaEmbed, probe.ProtocolTEIEmbed, probe.ProtocolOpenAIRerank, probe.ProtocolTEIRerank} {
 		if _, ok := probe.LookupProtocol(c); !ok {
 			t.Errorf("constant %q is not in the table", c)
 		}

@@ -86,6 +86,7 @@ func WriteReport(w io.Writer, target, probeName string, r *Result) error {
 	line("input tokens", "%s", tokens(r.InputTokens, r.InputTokensSource))
 	line("output tokens", "%s", tokens(r.OutputTokens, r.OutputTokensSource))
 	line("finish reason", "%s", orNone(r.FinishReason))
+	writePooled(line, r)
 	writeServerTimings(line, r)
 	return tw.Flush()
 }
@@ -156,4 +157,23 @@ func tokens(n int, src TokenSource) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d (%s)", n, src)
 	return b.String()
+}
+
+// writePooled says what an embedding or rerank answer held: what the
+// checks behind wrong_answer saw.
+func writePooled(line func(label, format string, args ...any), r *Result) {
+	switch a := r.Pooled; {
+	case a == nil:
+	case a.Dimension > 0:
+		line("answer", "%d %s of dimension %d", a.Items, plural(a.Items, "vector"), a.Dimension)
+	default:
+		line("answer", "%d rerank %s, document %d first", a.Items, plural(a.Items, "result"), a.Top)
+	}
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }

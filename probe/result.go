@@ -43,6 +43,10 @@ const (
 	// (reset, EOF, broken chunking), or the stream ended without its
 	// terminator.
 	OutcomeIncomplete Outcome = "incomplete"
+	// OutcomeWrongAnswer: a complete, well-formed answer whose content is
+	// wrong: a NaN, empty or wrong-dimension embedding, a rerank result
+	// set that does not match the documents sent.
+	OutcomeWrongAnswer Outcome = "wrong_answer"
 )
 
 // Outcomes lists every outcome class, so counters can be initialised to zero
@@ -52,6 +56,7 @@ func Outcomes() []Outcome {
 		OutcomeSuccess, OutcomeTimeout, OutcomeConnectError, OutcomeHTTP4xx,
 		OutcomeHTTP5xx, OutcomeGRPCError, OutcomeProtocolError,
 		OutcomeStreamStalled, OutcomeIncomplete,
+		OutcomeWrongAnswer,
 	}
 }
 
@@ -186,7 +191,10 @@ type Result struct {
 	// llama.cpp's timings object that is missing, null (how llama.cpp
 	// writes NaN and Inf), not a number, negative or over an hour.
 	ServerTimingsInvalid int
-	Outcome              Outcome
+	// Pooled describes the answer of an embedding or rerank probe (whose
+	// output is vectors or scores, not tokens); nil for other protocols.
+	Pooled  *PooledAnswer
+	Outcome Outcome
 	// Err explains a non-success outcome, naming what went wrong.
 	Err error
 }

@@ -193,7 +193,7 @@ func (s *Server) handleOllama(chat bool) http.HandlerFunc {
 // ollamaModel finds the served name a request means: Ollama tags default
 // to ":latest", so "m" and "m:latest" are the same model.
 func (s *Server) ollamaModel(name string) (string, bool) {
-	for _, n := range s.cfg.ServedModelNames {
+	for _, n := range s.servedNames() {
 		if n == name || n+":latest" == name || n == name+":latest" {
 			return n, true
 		}
@@ -262,6 +262,9 @@ func (s *Server) planOllama(fe *ollamaFrontEnd, id string, body []byte, h http.H
 
 // handleOllamaTags answers GET /api/tags with the served models.
 func (s *Server) handleOllamaTags(w http.ResponseWriter, _ *http.Request) {
+	if s.modelListFault(w) {
+		return
+	}
 	type details struct {
 		Format            string   `json:"format"`
 		Family            string   `json:"family"`
@@ -280,7 +283,7 @@ func (s *Server) handleOllamaTags(w http.ResponseWriter, _ *http.Request) {
 	list := struct {
 		Models []model `json:"models"`
 	}{Models: []model{}}
-	for i, n := range s.cfg.ServedModelNames {
+	for i, n := range s.servedNames() {
 		name := n
 		if !strings.Contains(name, ":") {
 			name += ":latest"

@@ -208,7 +208,7 @@ func (s *Server) planOpenAI(fe *openAIFrontEnd, id string, body []byte, h http.H
 	if model == "" {
 		model = s.cfg.ServedModelNames[0]
 	}
-	if !contains(s.cfg.ServedModelNames, model) {
+	if !s.servesModel(model) {
 		return nil, &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("The model `%s` does not exist.", req.Model), param: "model"}
 	}
 	if req.StreamOptions != nil && !req.Stream {

@@ -36,6 +36,11 @@ type Server struct {
 	handler http.Handler
 	started time.Time
 
+	// served is the model list, changeable at run time (SetModels);
+	// listFault makes the list endpoints misbehave (SetModelListFault).
+	served    atomic.Pointer[[]ServedModel]
+	listFault atomic.Pointer[string]
+
 	seq   atomic.Uint64 // requests planned so far, drives the seeded RNGs
 	idSeq atomic.Uint64 // generated request ids
 
@@ -61,6 +66,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		reg:     prometheus.NewRegistry(),
 		started: time.Now(),
 	}
+	s.initModels()
 	s.metrics = newServerMetrics(s.reg, s.engine, cfg.ServedModelNames[0], cfg.MaxModelLen, cfg.Metrics)
 
 	mux := http.NewServeMux()
@@ -78,11 +84,14 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	mux.HandleFunc("GET /api/tags", s.handleOllamaTags)
 	mux.HandleFunc("GET /api/version", s.handleOllamaVersion)
 	mux.HandleFunc("GET /{$}", s.handleOllamaRoot)
+	s.registerPooled(mux) // simulator/pooled.go: embeddings and rerank
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
 		ErrorHandling:     promhttp.ContinueOnError,
 		EnableOpenMetrics: true,
 	}))
 	mux.HandleFunc("GET /debug/requests/{id}", s.handleTruth)
+	// Changes the model list at run time: simulator/models.go.
+	mux.HandleFunc("PUT /debug/models", s.handleSetModels)
 	s.registerTriton(mux) // simulator/triton.go
 	s.handler = s.track(mux)
 	return s, nil
@@ -237,6 +246,9 @@ func validRequestID(id string) bool {
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
+	if s.modelListFault(w) {
+		return
+	}
 	type permission struct {
 		ID                 string  `json:"id"`
 		Object             string  `json:"object"`
@@ -266,9 +278,15 @@ func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
 		Object string  `json:"object"`
 		Data   []model `json:"data"`
 	}{Object: "list", Data: []model{}}
-	for i, n := range s.cfg.ServedModelNames {
+	for i, m := range s.Models() {
+		root, parent := m.Name, (*string)(nil)
+		if m.Parent != "" {
+			// vLLM lists a LoRA adapter with its path as root and the
+			// base model as parent.
+			root, parent = "/adapters/"+m.Name, &m.Parent
+		}
 		list.Data = append(list.Data, model{
-			ID: n, Object: "model", Created: created, OwnedBy: "vllm", Root: s.cfg.ServedModelNames[0],
+			ID: m.Name, Object: "model", Created: created, OwnedBy: "vllm", Root: root, Parent: parent,
 			MaxModelLen: s.cfg.MaxModelLen,
 			Permission: []permission{{
 				ID: "modelperm-sim-" + strconv.Itoa(i), Object: "model_permission", Created: created,

@@ -127,7 +127,7 @@ func (e *tritonError) Error() string { return e.msg }
 // decides the answer. stream is whether the client asked for a stream
 // (generate_stream, ModelStreamInfer).
 func (s *Server) planTriton(id, model string, in *tritonInputs, stream bool, faultHeader []string, optsHeader string, seq uint64) (*plan, *tritonError) {
-	if !contains(s.cfg.ServedModelNames, model) {
+	if !s.servesModel(model) {
 		return nil, &tritonError{http.StatusNotFound, fmt.Sprintf("Request for unknown model: '%s' is not found", model)}
 	}
 	if !in.hasText {
@@ -413,6 +413,7 @@ func (s *Server) registerTriton(mux *http.ServeMux) {
 	}
 	ok := func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
 	mux.HandleFunc("GET /v2/health/ready", ok)
+	mux.HandleFunc("POST /v2/repository/index", s.handleTritonIndex)
 	mux.HandleFunc("GET /v2/health/live", ok)
 	mux.HandleFunc("GET /v2", func(w http.ResponseWriter, _ *http.Request) {
 		b, _ := json.Marshal(map[string]any{"name": "triton", "version": "2.60.0-sim",
@@ -423,7 +424,7 @@ func (s *Server) registerTriton(mux *http.ServeMux) {
 
 func (s *Server) tritonModelKnown(r *http.Request) bool {
 	v := r.PathValue("version")
-	return contains(s.cfg.ServedModelNames, r.PathValue("model")) && (v == "" || v == tritonVersion)
+	return s.servesModel(r.PathValue("model")) && (v == "" || v == tritonVersion)
 }
 
 func (s *Server) handleTritonModelReady(w http.ResponseWriter, r *http.Request) {

@@ -170,7 +170,7 @@ func (g *tritonGRPCService) ServerReady(context.Context, *tritonpb.ServerReadyRe
 }
 
 func (g *tritonGRPCService) modelKnown(name, version string) bool {
-	return contains(g.s.cfg.ServedModelNames, name) && (version == "" || version == tritonVersion)
+	return g.s.servesModel(name) && (version == "" || version == tritonVersion)
 }
 
 func (g *tritonGRPCService) ModelReady(_ context.Context, r *tritonpb.ModelReadyRequest) (*tritonpb.ModelReadyResponse, error) {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/llm-prober/llm-prober/collector"
 	"github.com/llm-prober/llm-prober/config"
+	"github.com/llm-prober/llm-prober/discovery"
 	"github.com/llm-prober/llm-prober/engine"
 	"github.com/llm-prober/llm-prober/internal/webroute"
 	"github.com/llm-prober/llm-prober/status"
@@ -54,6 +55,7 @@ type daemon struct {
 	config   *config.SafeConfig
 	registry *prometheus.Registry
 	engine   *engine.Engine
+	models   *discovery.Models
 	history  *status.History
 	servers  *collector.ServerMetrics
 	gpus     *collector.GPUCollector
@@ -78,8 +80,14 @@ func newDaemon(opts serveOptions) *daemon {
 		history:  status.NewHistory(opts.historyResults),
 		opts:     opts,
 	}
-	d.engine = engine.New(opts.logger, probeMetrics, d.history)
-	d.config.OnChange(d.engine.Apply)
+	pooled := collector.NewPooledMetrics() // embedding and rerank answers
+	reg.MustRegister(pooled)
+	d.engine = engine.New(opts.logger, probeMetrics, d.history, engine.PooledSink(pooled))
+	// Targets that discover their models reach the engine through the
+	// discovery, which expands their probes with the current lists.
+	d.models = discovery.New(opts.logger, d.engine.Apply)
+	reg.MustRegister(d.models)
+	d.config.OnChange(d.models.Apply)
 	// Model-server /metrics are fetched while Prometheus scrapes the prober,
 	// within that scrape's deadline: not in reg, but in a registry built for
 	// each scrape (collector.Handler).
@@ -117,7 +125,7 @@ func (d *daemon) handler() (http.Handler, error) {
 	// The status page takes "/" and "/probes/…", and answers 404 with a
 	// page of its own for every path above does not serve.
 	page, err := status.New(status.Options{
-		Config:       d.config.Get,
+		Config:       d.models.Config, // discovered probes included
 		History:      d.history,
 		Servers:      d.servers,
 		GPUs:         d.gpus,
@@ -142,6 +150,7 @@ func serve(ctx context.Context, opts serveOptions) int {
 
 	d := newDaemon(opts)
 	defer d.gpus.Close()
+	defer d.models.Stop()
 	handler, err := d.handler()
 	if err != nil {
 		logger.Error("Cannot build the status page", "err", err)
@@ -200,7 +209,9 @@ func serve(ctx context.Context, opts serveOptions) int {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), opts.shutdownTimeout)
 	defer cancel()
 	// Probes drain first, while /metrics still answers, so a scrape during
-	// shutdown sees their results.
+	// shutdown sees their results. Discovery stops first, so that no
+	// list that changes now starts probes again.
+	d.models.Stop()
 	d.engine.Stop(shutdownCtx)
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		logger.Warn("Web server did not stop cleanly", "err", err)

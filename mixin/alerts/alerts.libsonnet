@@ -238,6 +238,47 @@ local promql = import '../lib/promql.libsonnet';
         ],
       },
       {
+        name: 'llm-prober-discovery.alerts',
+        rules: [
+          alert(
+            'LLMProberModelDisappeared',
+            c.ticketSeverity,
+            |||
+              (
+                max_over_time(%(info)s[%(w)s])
+              unless on (job, instance, target, model)
+                %(info)s
+              )
+              and on (job, instance, target) %(count)s
+            ||| % {
+              info: series('llm_prober_discovered_model_info'),
+              count: series('llm_prober_discovered_models'),
+              w: c.modelDisappearedWindow,
+            },
+            c.modelDisappearedFor,
+            'Model {{ $labels.model }} disappeared from {{ $labels.target }}',
+            'The server of target {{ $labels.target }} no longer lists model {{ $labels.model }}, which llm-prober {{ $labels.instance }} probed less than %s ago; its probes stopped. If it was unloaded on purpose, this resolves itself within %s.' % [promql.durationText(c.modelDisappearedWindow), promql.durationText(c.modelDisappearedWindow)],
+          ) + {
+            comment:: |||
+              A model (or LoRA adapter) found through discover_models that is
+              no longer in the server's list, while the target still
+              discovers models: a restart that lost an adapter, a failed
+              load. A list that cannot be fetched keeps the last good one,
+              so it never looks like a disappearance (see
+              LLMProberModelDiscoveryFailing).
+            |||,
+          },
+          alert(
+            'LLMProberModelDiscoveryFailing',
+            c.ticketSeverity,
+            '%s == 1' % series('llm_prober_discovery_stale'),
+            c.modelDiscoveryFailingFor,
+            'llm-prober cannot refresh the model list of {{ $labels.target }}',
+            'llm-prober {{ $labels.instance }} has not been able to fetch the model list of target {{ $labels.target }} for %s; it keeps probing the last good list, so models added or removed since are not followed.' % promql.durationText(c.modelDiscoveryFailingFor),
+          ),
+        ],
+      },
+      {
         name: 'llm-prober-self.alerts',
         rules: [
           alert(

@@ -194,6 +194,22 @@ local common = import 'common.libsonnet';
           common.okSteps,
           [g.instant(promql.series('llm_prober_collector_success', [c.proberSelector, common.mJob]), '{{instance}} {{collector}}')],
         ) + common.okMapping('FAILED', 'OK') + g.size(8, 6),
+        g.timeseries(
+          'Discovered models',
+          'Models probed per target with discover_models (llm_prober_discovered_models), and those left out by max_models. A drop is a model the server no longer lists (alert LLMProberModelDisappeared).',
+          'none',
+          [
+            g.q('sum by (target) (%s)' % promql.series('llm_prober_discovered_models', [c.proberSelector, common.mJob, common.mTarget]), '{{target}} probed'),
+            g.q('sum by (target) (%s)' % promql.series('llm_prober_discovery_models_left_out', [c.proberSelector, common.mJob, common.mTarget]), '{{target}} left out'),
+          ],
+        ) + g.size(12, 8),
+        g.stat(
+          'Model lists',
+          'Whether the last model-list refresh of each discovering target succeeded (llm_prober_discovery_stale 0). STALE: the last good list is still probed.',
+          'none',
+          [['green', null], ['red', 1]],
+          [g.instant('max by (target) (%s)' % promql.series('llm_prober_discovery_stale', [c.proberSelector, common.mJob, common.mTarget]), '{{target}}')],
+        ) + g.withValueMapping({ '0': ['FRESH', 'green'], '1': ['STALE', 'red'] }) + g.size(12, 8),
       ],
     ),
   },

@@ -103,7 +103,7 @@ func TestEndToEnd(t *testing.T) {
 	flaky := startSim(simB, "--fault.error-rate", "1")
 
 	cfgPath := filepath.Join(dir, "llm-prober.yml")
-	testutil.WriteFile(t, cfgPath, fmt.Sprintf(proberConfig, simA, simA, simB, simB))
+	testutil.WriteFile(t, cfgPath, fmt.Sprintf(proberConfig, simA, simA, simB, simB, simA))
 	prober := testutil.StartProcess(t, "llm-prober", exec.Command(bin,
 		"--config.file="+cfgPath, "--web.listen-address="+proberAddr, "--log.level=warn"))
 	prober.WaitReady(t, "http://"+proberAddr)
@@ -212,6 +212,15 @@ const proberConfig = `targets:
         workload: short
         schedule: {every: 1s}
         slo: {ttft: 250ms, objective: 0.99}
+  # Probes every model simA lists (the dashboards' discovery panels).
+  - name: sim-models
+    protocol: openai_chat
+    url: http://%s
+    discover_models: {max_models: 5}
+    probes:
+      - name: steady
+        workload: short
+        schedule: {every: 5s}
 workloads:
   short:
     prompts:

@@ -115,7 +115,7 @@ func TestHistogramModes(t *testing.T) {
 		p.WaitHTTP(t, "http://"+addr+"/health")
 	}
 	cfg := filepath.Join(t.TempDir(), "llm-prober.yml")
-	testutil.WriteFile(t, cfg, fmt.Sprintf(modesProberConfig, simVLLM, simVLLM, simTriton, simTriton))
+	testutil.WriteFile(t, cfg, fmt.Sprintf(modesProberConfig, simVLLM, simVLLM, simTriton, simTriton, simVLLM))
 	prober := testutil.StartProcess(t, "llm-prober", exec.Command(bin,
 		"--config.file="+cfg, "--web.listen-address="+proberAddr, "--log.level=warn"))
 	prober.WaitReady(t, "http://"+proberAddr)
@@ -186,6 +186,15 @@ const modesProberConfig = `targets:
         workload: short
         schedule: {every: 200ms}
         slo: {ttft: 250ms, tpot: 50ms, objective: 0.99}
+  # Every model the vLLM-named simulator lists (the discovery panels).
+  - name: sim-models
+    protocol: openai_chat
+    url: http://%s
+    discover_models: {max_models: 5}
+    probes:
+      - name: fast
+        workload: short
+        schedule: {every: 1s}
 workloads:
   short:
     prompts:
