@@ -11,8 +11,8 @@ import (
 // BodyCache holds the request bodies encoded for one workload item (a
 // prompt of an inline or file workload), shared by every request drawn
 // from it: a driver encodes the item once and afterwards only copies the
-// bytes, with the request's max_tokens (and id, where the body carries
-// one) written into their places. Requests that share it may differ in
+// bytes, with the request's max_tokens, min_tokens (and id, where the
+// body carries one) written into their places. Requests that share it may differ in
 // ID, MaxTokens, MinTokens, Model and Stream; a request that differs in
 // anything else (built or changed at send time) does not match the
 // cached encoding and is encoded in full, as is one without a cache.
@@ -24,9 +24,9 @@ type BodyCache struct {
 	next    int // the entry replaced next once the cache is full
 }
 
-// maxBodyTemplates bounds one item's encodings: one per target the item is
-// sent to, and per model and stream flag; a driver that was
-// replaced on reload leaves its entry to be overwritten.
+// maxBodyTemplates bounds one item's encodings: one per driver the item
+// is sent through, model and stream flag (a probe has one of each); a
+// driver replaced on reload leaves its entry to be overwritten.
 const maxBodyTemplates = 8
 
 // maxTemplateBytes bounds one cached body. A longer one (a long-context
@@ -53,8 +53,8 @@ type bodyTemplate struct {
 	// (where only whether it is set counts).
 	req Request
 	// body is nil when the item could not be turned into a template (a
-	// sentinel also occurs elsewhere in the body); such a request is
-	// encoded in full every time.
+	// sentinel also occurs elsewhere in the body, or the body is over
+	// maxTemplateBytes); such a request is encoded in full every time.
 	body  []byte
 	holes []bodyHole
 }
