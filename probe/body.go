@@ -102,6 +102,12 @@ func encodeBody(key *encoderKey, enc bodyEncoder, req *Request, id string) ([]by
 	}
 	t := c.lookup(key, req)
 	if t == nil {
+		if c.changed(key, req) {
+			// Not the item's request any more (a conversation built on
+			// it, say): encoded in full, without pushing the item's own
+			// template out.
+			return enc(req, id)
+		}
 		if t = c.add(key, enc, req); t == nil {
 			return enc(req, id)
 		}
@@ -123,6 +129,21 @@ func (c *BodyCache) lookup(key *encoderKey, req *Request) *bodyTemplate {
 		}
 	}
 	return nil
+}
+
+// changed reports whether c already holds a template of key for req's
+// model, stream flag and min_tokens presence — the fields that may differ
+// between requests of one item and still be cached — which req does not
+// match in its other fields: req was changed after it was drawn.
+func (c *BodyCache) changed(key *encoderKey, req *Request) bool {
+	if p := c.entries.Load(); p != nil {
+		for _, t := range *p {
+			if t.enc == key && t.req.Model == req.Model && t.req.Stream == req.Stream && t.req.MinTokens == min(req.MinTokens, 1) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // add encodes req's template and keeps it. It returns nil when encoding

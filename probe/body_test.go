@@ -225,13 +225,16 @@ func TestCachedBodyFallsBack(t *testing.T) {
 }
 
 // A request changed after it was drawn does not match its item's cached
-// body: it is encoded afresh and gets a template of its own; the cache
-// stays bounded.
+// body: it is encoded in full, and the item's template stays the only
+// one.
 func TestCachedBodyChangedRequest(t *testing.T) {
 	d := &openAIDriver{chat: true, t: &httpTarget{}}
 	key := new(encoderKey)
 	c := &BodyCache{}
 	base := Request{Messages: []Message{{Role: "user", Content: "one"}}, MaxTokens: 10, Bodies: c}
+	if _, err := encodeBody(key, d.encodeBody, &base, ""); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 3 * maxBodyTemplates {
 		req := base
 		req.Messages = append(req.Messages, Message{Role: "user", Content: strings.Repeat("x", i)})
@@ -241,6 +244,30 @@ func TestCachedBodyChangedRequest(t *testing.T) {
 		}
 		want, _ := d.requestBodyMap(&req)
 		if !bytes.Equal(got, want) {
+			t.Fatalf("request %d: cached %s\nwant %s", i, got, want)
+		}
+	}
+	if n := len(*c.entries.Load()); n != 1 || !cachedTemplate(c, key) {
+		t.Errorf("%d templates kept, want the item's alone", n)
+	}
+	// Requests of the item itself still come from its template.
+	req := base
+	req.MaxTokens = 11
+	if tm := c.lookup(key, &req); tm == nil || tm.body == nil {
+		t.Error("the item's template is gone")
+	}
+}
+
+// The cache is bounded: templates beyond maxBodyTemplates (drivers,
+// models, stream flags) replace the oldest.
+func TestCachedBodyBounded(t *testing.T) {
+	d := &openAIDriver{chat: true, t: &httpTarget{}}
+	c := &BodyCache{}
+	for i := range 3 * maxBodyTemplates {
+		req := Request{Prompt: "p", MaxTokens: 10, Model: strings.Repeat("m", i+1), Bodies: c}
+		got, err := encodeBody(new(encoderKey), d.encodeBody, &req, "")
+		want, _ := d.requestBodyMap(&req)
+		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("request %d: cached %s\nwant %s", i, got, want)
 		}
 	}
