@@ -1,6 +1,9 @@
 # syntax=docker/dockerfile:1
 # Build stage: the official Go image, building with `make build` so the
-# binary is made exactly as on a developer machine (static, CGO_ENABLED=0).
+# binary is made exactly as on a developer machine: cgo on, because GPU
+# metrics come through go-nvml. The bookworm image already carries gcc and
+# glibc's headers (build-essential); its glibc (2.36) is the runtime
+# image's, so the binary never needs a newer glibc than it finds.
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -13,9 +16,10 @@ RUN make build BINARY=/out/llm-prober REVISION="${REVISION}" BRANCH="${BRANCH}" 
     $( [ -n "${VERSION}" ] && echo VERSION="${VERSION}" )
 
 # Run stage: distroless with glibc, no shell, runs as nonroot (uid 65532).
-# The binary is built without cgo, but NVML (libnvidia-ml.so.1, mounted by
-# the NVIDIA container toolkit) is a glibc library: purego loads it through
-# the system's dynamic loader, so the image needs glibc, not a static base.
+# The cgo binary links glibc, and NVML (libnvidia-ml.so.1, mounted by the
+# NVIDIA container toolkit) is itself a glibc library dlopened at start, so
+# the image needs glibc, not a static base. (`make build-nonvml` gives a
+# fully static binary without GPU metrics, for a static or scratch image.)
 FROM gcr.io/distroless/base-debian12:nonroot
 COPY --from=build /out/llm-prober /bin/llm-prober
 # No configuration is built in: one that probes nothing real would start

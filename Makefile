@@ -13,9 +13,11 @@ BUILD_USER ?= $(shell id -un 2>/dev/null || echo unknown)@$(shell hostname 2>/de
 BUILD_DATE ?= $(shell date -u +%Y%m%d-%H:%M:%S)
 
 # The Dockerfile builds with `make build`, so the image's binary and this one
-# are made the same way: no cgo, trimmed paths, version stamped. (The binary
-# still links glibc's loader: NVML is dlopened through purego. Build with
-# `-tags nonvml` for a fully static binary without GPU metrics.)
+# are made the same way: trimmed paths, version stamped, and cgo on, because
+# GPU metrics come through go-nvml, which calls libnvidia-ml.so.1 through
+# cgo (a C compiler at build time, glibc at run time). `make build-nonvml`
+# makes a fully static binary (CGO_ENABLED=0, -tags nonvml) without GPU
+# metrics, for scratch images and hosts that never have GPUs.
 LDFLAGS := -s -w \
 	-X github.com/prometheus/common/version.Version=$(VERSION) \
 	-X github.com/prometheus/common/version.Revision=$(REVISION) \
@@ -23,24 +25,44 @@ LDFLAGS := -s -w \
 	-X github.com/prometheus/common/version.BuildUser=$(BUILD_USER) \
 	-X github.com/prometheus/common/version.BuildDate=$(BUILD_DATE)
 
-.PHONY: all build run test lint fmt fmt-check mod-check helm vet staticcheck unit promtool chromium prometheus3 proto clean mixin dashboards deploy-rules soak fuzz bench conformance
+.PHONY: all build build-nonvml build-check run test lint fmt fmt-check mod-check helm vet staticcheck unit promtool chromium prometheus3 proto clean mixin dashboards deploy-rules soak soak-long fuzz bench conformance
 
 all: build
 
-# netgo and osusergo: Go's own DNS resolver and user lookup, as a cgo-free
-# static build uses anyway; naming them makes llm_prober_build_info's tags
-# label (read from the binary's build settings) say how it was built.
+# netgo and osusergo: Go's own DNS resolver and user lookup, so name
+# resolution behaves the same in the cgo build and the static one; naming
+# them makes llm_prober_build_info's tags label (read from the binary's build
+# settings) say how it was built.
 BUILD_TAGS ?= netgo,osusergo
 
+# go-nvml's generated cgo wrappers call functions NVML 13 marks deprecated
+# (kept for older drivers); gcc's warnings about them are noise.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
+
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(BUILD_TAGS)' -ldflags '$(LDFLAGS)' -o $(BINARY) ./cmd/llm-prober
+	CGO_ENABLED=1 $(GO) build -trimpath -tags '$(BUILD_TAGS)' -ldflags '$(LDFLAGS)' -o $(BINARY) ./cmd/llm-prober
+
+build-nonvml:
+	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(BUILD_TAGS),nonvml' -ldflags '$(LDFLAGS)' -o $(BINARY) ./cmd/llm-prober
+
+# Both shipped builds are made as above and run: the default one (cgo) here;
+# the static one is also checked for having no ELF interpreter or shared
+# libraries by cmd/llm-prober's TestStaticNonvmlBuild in unit.
+BUILD_CHECK_DIR ?= $(or $(TMPDIR),/tmp)/llm-prober-build-check
+build-check:
+	@mkdir -p $(BUILD_CHECK_DIR)
+	$(MAKE) --no-print-directory build BINARY=$(BUILD_CHECK_DIR)/llm-prober
+	$(BUILD_CHECK_DIR)/llm-prober --version
+	$(MAKE) --no-print-directory build-nonvml BINARY=$(BUILD_CHECK_DIR)/llm-prober-nonvml
+	$(BUILD_CHECK_DIR)/llm-prober-nonvml --version
+	@rm -rf $(BUILD_CHECK_DIR)
 
 # The simulated LLM server and the prober probing it; Ctrl-C stops both.
 run: build
 	scripts/run-demo.sh ./$(BINARY) $(RUN_CONFIG)
 
 # Everything that checks the project. CI runs exactly this.
-test: fmt-check mod-check vet staticcheck promtool alerts unit
+test: fmt-check mod-check vet staticcheck promtool alerts build-check unit
 
 # Go commands the tests need, built once into a cache that outlives the
 # checkout (scripts/ensure-go-tool.sh).
@@ -157,6 +179,17 @@ deploy-rules:
 SOAK_DURATION ?= 10m
 soak:
 	SOAK_DURATION=$(SOAK_DURATION) $(GO) test ./test/soak -run '^TestSoak$$' -count=1 -v -timeout 4h
+
+# The fleet soak (docs/performance.md): SOAK_LONG_PROBES probes every 15 s
+# against the simulator with faults for SOAK_LONG_DURATION, remote writing
+# to a real Prometheus that also scrapes the prober every 15 s: RSS and
+# goroutines over time, probes accounted, samples sent vs stored. Opt-in:
+# make test compiles it and skips it.
+SOAK_LONG_DURATION ?= 1h
+SOAK_LONG_PROBES   ?= 1000
+soak-long:
+	SOAK_LONG_DURATION=$(SOAK_LONG_DURATION) SOAK_LONG_PROBES=$(SOAK_LONG_PROBES) LLM_PROBER_REQUIRE_PROMTOOL=1 \
+		$(GO) test ./test/soaklong -run '^TestSoakLong$$' -count=1 -v -timeout 3h
 
 # Performance harness (docs/performance.md), about 10 minutes: the
 # simulator in its own process; client overhead against its ground truth at

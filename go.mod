@@ -3,8 +3,9 @@ module github.com/llm-prober/llm-prober
 go 1.26.0
 
 require (
+	github.com/NVIDIA/go-nvml v0.13.4-1
 	github.com/alecthomas/kingpin/v2 v2.4.0
-	github.com/ebitengine/purego v0.11.3
+	github.com/golang/snappy v1.0.0
 	github.com/google/go-jsonnet v0.22.0
 	github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.95.1
 	github.com/prometheus/client_golang v1.25.0

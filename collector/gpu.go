@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/llm-prober/llm-prober/internal/nvml"
 )
 
 // DefaultGPUTimeout bounds one NVML collection. Local NVML calls take
@@ -24,10 +22,20 @@ type GPUOptions struct {
 	Logger *slog.Logger
 	// Timeout bounds each collection; 0 means DefaultGPUTimeout.
 	Timeout time.Duration
-	// Open returns an unloaded NVML for a library path ("" means the
-	// default soname). Nil uses the purego binding; tests and a later move
-	// to go-nvml substitute their own.
-	Open func(library string) nvml.Interface
+	// NVML holds what only a build with NVML (cgo, without -tags nonvml)
+	// understands: how to open the library.
+	NVML NVMLOptions
+}
+
+// gpuLib is one initialised NVML as the collector's scrape machinery sees
+// it; the build with go-nvml provides it (gpu_nvml.go), the one without
+// never has one.
+type gpuLib interface {
+	// collect reads every selected device once; it runs in one goroutine
+	// at a time.
+	collect(devices map[int]bool) (metrics []prometheus.Metric, ok bool, snap []GPUDeviceSnapshot)
+	// shutdown stops background work and releases NVML.
+	shutdown()
 }
 
 // GPUMode says whether the GPU collector loads NVML.
@@ -71,7 +79,7 @@ type GPUSettings struct {
 type GPUCollector struct {
 	logger  *slog.Logger
 	timeout time.Duration
-	open    func(string) nvml.Interface
+	nvml    NVMLOptions
 	d       gpuDescs
 
 	// applyMu serialises Apply and Close; NVML Init and Shutdown run under
@@ -81,8 +89,8 @@ type GPUCollector struct {
 	mu       sync.Mutex
 	applied  *GPUSettings
 	applyErr error
-	lib      nvml.Interface // initialised, or nil
-	devices  map[int]bool   // nil: every device
+	lib      gpuLib       // initialised, or nil
+	devices  map[int]bool // nil: every device
 	inflight *gpuScrape
 	closed   bool
 	// last is the newest finished collection, for Snapshot.
@@ -90,12 +98,17 @@ type GPUCollector struct {
 
 	loggedMu sync.Mutex
 	logged   map[string]bool
+	// rejected counts readings the library returned that were implausible
+	// (or panicked go-nvml), by reading; they are never exported as
+	// measurements. It outlives reloads, as counters must.
+	rejected map[string]float64
 }
 
 // gpuScrape is one NVML collection. Scrapes that arrive while it runs wait
 // for it instead of starting their own, so at most one goroutine talks to
 // NVML however many scrapes pile up.
 type gpuScrape struct {
+	lib      gpuLib
 	start    time.Time
 	done     chan struct{}
 	metrics  []prometheus.Metric
@@ -107,7 +120,9 @@ type gpuScrape struct {
 
 type gpuDescs struct {
 	info, util, memBW, memUsed, memTotal, power, powerLimit, energy,
-	temp, smClock, throttle, success, duration *prometheus.Desc
+	temp, smClock, throttle, xid, ecc, remapped, remapPending, remapFailed,
+	retiredPending, pcieGen, pcieWidth, pcieReplays, processes, procMem,
+	migInfo, migMemUsed, migMemTotal, rejected, success, duration *prometheus.Desc
 }
 
 // collectorSelfDescs are llm_prober_collector_success and
@@ -131,7 +146,8 @@ func newGPUDescs() gpuDescs {
 	}
 	d := gpuDescs{
 		info: desc("llm_gpu_info",
-			"GPU identity, always 1; NVML device name and UUID, driver version from nvmlSystemGetDriverVersion.", "driver_version"),
+			"GPU identity, always 1: NVML device name and UUID, driver_version (nvmlSystemGetDriverVersion), cuda_driver_version (nvmlSystemGetCudaDriverVersion_v2, major.minor), compute_capability (nvmlDeviceGetCudaComputeCapability), mig_mode (nvmlDeviceGetMigMode current: enabled, disabled, or empty where unsupported).",
+			"driver_version", "cuda_driver_version", "compute_capability", "mig_mode"),
 		util: desc("llm_gpu_utilization_ratio",
 			"Fraction of the last sample period (1/6 s to 1 s) in which at least one kernel ran (nvmlDeviceGetUtilizationRates .gpu / 100). Not SM occupancy."),
 		memBW: desc("llm_gpu_memory_bandwidth_utilization_ratio",
@@ -152,39 +168,51 @@ func newGPUDescs() gpuDescs {
 			"Current SM clock in hertz (nvmlDeviceGetClockInfo NVML_CLOCK_SM MHz * 1e6)."),
 		throttle: desc("llm_gpu_clock_throttle_reason",
 			"1 while NVML reports this reason for holding clocks down, else 0 (nvmlDeviceGetCurrentClocksEventReasons bits; other = bits this prober does not know).", "reason"),
+		xid: desc("llm_gpu_xid_errors_total",
+			"XID errors the driver reported for this GPU since the prober loaded NVML, by XID code (nvmlEventSetWait_v2, event type XidCriticalError; 999 = unknown).", "xid"),
+		ecc: desc("llm_gpu_ecc_errors_total",
+			"ECC memory errors (nvmlDeviceGetTotalEccErrors): error corrected or uncorrected; period volatile (since the driver loaded) or aggregate (the GPU's lifetime).", "error", "period"),
+		remapped: desc("llm_gpu_remapped_rows_total",
+			"Memory rows remapped after errors, by the error that caused it: correctable or uncorrectable (nvmlDeviceGetRemappedRows; Ampere and newer).", "error"),
+		remapPending: desc("llm_gpu_row_remap_pending",
+			"1 when a row remap is pending and the GPU needs a reset to apply it (nvmlDeviceGetRemappedRows isPending)."),
+		remapFailed: desc("llm_gpu_row_remap_failed",
+			"1 when a row remap has failed: the GPU should be replaced (nvmlDeviceGetRemappedRows failureOccurred)."),
+		retiredPending: desc("llm_gpu_retired_pages_pending",
+			"1 when memory pages are waiting to be retired at the next driver reload (nvmlDeviceGetRetiredPagesPendingStatus; before Ampere)."),
+		pcieGen: desc("llm_gpu_pcie_link_generation",
+			"Current PCIe link generation (nvmlDeviceGetCurrPcieLinkGeneration); lower than the maximum when the link trained down or idles."),
+		pcieWidth: desc("llm_gpu_pcie_link_width",
+			"Current PCIe link width in lanes (nvmlDeviceGetCurrPcieLinkWidth)."),
+		pcieReplays: desc("llm_gpu_pcie_replays_total",
+			"PCIe replays since the driver loaded (nvmlDeviceGetPcieReplayCounter): link errors the link layer retried."),
+		processes: desc("llm_gpu_processes",
+			"Compute processes running on the GPU (nvmlDeviceGetComputeRunningProcesses_v3)."),
+		procMem: desc("llm_gpu_process_memory_used_bytes",
+			"Device memory used by one compute process, the 10 largest per GPU (nvmlDeviceGetComputeRunningProcesses_v3 usedGpuMemory; process from nvmlSystemGetProcessName).", "pid", "process"),
+		migInfo: desc("llm_gpu_mig_info",
+			"One MIG GPU instance of this GPU, always 1 (nvmlDeviceGetMigDeviceHandleByIndex; gpu_instance from nvmlDeviceGetGpuInstanceId, mig_uuid and profile from the MIG device's UUID and name).", "gpu_instance", "mig_uuid", "profile"),
+		migMemUsed: desc("llm_gpu_mig_memory_used_bytes",
+			"Device memory used in one MIG GPU instance, in bytes (nvmlDeviceGetMemoryInfo_v2 on the MIG device handle).", "gpu_instance"),
+		migMemTotal: desc("llm_gpu_mig_memory_total_bytes",
+			"Device memory of one MIG GPU instance, in bytes (nvmlDeviceGetMemoryInfo_v2 on the MIG device handle).", "gpu_instance"),
 	}
+	d.rejected = prometheus.NewDesc("llm_gpu_rejected_readings_total",
+		"Readings NVML returned that the prober rejected as implausible (out of range, a list longer than its buffer, a call that panicked) instead of exporting, by reading.",
+		[]string{"reading"}, nil)
 	d.success, d.duration = collectorSelfDescs("gpu")
 	return d
-}
-
-type throttleReason struct {
-	bit    uint64
-	reason string
-}
-
-// throttleReasons maps NVML's clock event bits to label values.
-func throttleReasons() [9]throttleReason {
-	return [...]throttleReason{
-		{nvml.ClocksEventReasonGpuIdle, "gpu_idle"},
-		{nvml.ClocksEventReasonApplicationsClocksSetting, "applications_clocks_setting"},
-		{nvml.ClocksEventReasonSwPowerCap, "sw_power_cap"},
-		{nvml.ClocksThrottleReasonHwSlowdown, "hw_slowdown"},
-		{nvml.ClocksEventReasonSyncBoost, "sync_boost"},
-		{nvml.ClocksEventReasonSwThermalSlowdown, "sw_thermal_slowdown"},
-		{nvml.ClocksThrottleReasonHwThermalSlowdown, "hw_thermal_slowdown"},
-		{nvml.ClocksThrottleReasonHwPowerBrakeSlowdown, "hw_power_brake_slowdown"},
-		{nvml.ClocksEventReasonDisplayClockSetting, "display_clock_setting"},
-	}
 }
 
 // NewGPUCollector returns a collector with NVML not loaded; call Apply.
 func NewGPUCollector(opts GPUOptions) *GPUCollector {
 	c := &GPUCollector{
-		logger:  opts.Logger,
-		timeout: opts.Timeout,
-		open:    opts.Open,
-		d:       newGPUDescs(),
-		logged:  map[string]bool{},
+		logger:   opts.Logger,
+		timeout:  opts.Timeout,
+		nvml:     opts.NVML,
+		d:        newGPUDescs(),
+		logged:   map[string]bool{},
+		rejected: map[string]float64{},
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
@@ -192,17 +220,18 @@ func NewGPUCollector(opts GPUOptions) *GPUCollector {
 	if c.timeout <= 0 {
 		c.timeout = DefaultGPUTimeout
 	}
-	if c.open == nil {
-		c.open = func(lib string) nvml.Interface { return nvml.New(nvml.WithLibraryPath(lib)) }
-	}
 	return c
 }
+
+// defaultNVMLLibrary is the soname the driver installs; dlopen searches the
+// loader's normal path for it.
+const defaultNVMLLibrary = "libnvidia-ml.so.1"
 
 func libraryName(cfg GPUSettings) string {
 	if cfg.Library != "" {
 		return cfg.Library
 	}
-	return nvml.DefaultLibraryName
+	return defaultNVMLLibrary
 }
 
 // Apply brings the collector in line with cfg: loads or unloads NVML and
@@ -239,20 +268,18 @@ func (c *GPUCollector) Apply(cfg GPUSettings) error {
 		c.mu.Unlock()
 		return nil
 	}
+	job := c.inflight
 	c.lib = nil
 	c.mu.Unlock()
 
 	if old != nil {
-		// Library.Shutdown waits for a running collection's current call.
-		if ret := old.Shutdown(); ret != nvml.SUCCESS {
-			c.logger.Warn("NVML shutdown failed", "err", ret)
-		}
+		c.retire(old, job)
 	}
 	if cfg.Mode == GPUOff {
 		c.logger.Info("GPU metrics disabled by config (gpus.enabled: false)")
 		return nil
 	}
-	lib, err := c.initLibrary(cfg)
+	lib, err := c.openLibrary(cfg)
 	if err != nil {
 		if cfg.Mode == GPUOn {
 			err = fmt.Errorf("gpus.enabled is true but NVML cannot be used: %w", err)
@@ -268,35 +295,6 @@ func (c *GPUCollector) Apply(cfg GPUSettings) error {
 	c.lib = lib
 	c.mu.Unlock()
 	return nil
-}
-
-func (c *GPUCollector) initLibrary(cfg GPUSettings) (nvml.Interface, error) {
-	name := libraryName(cfg)
-	lib := c.open(cfg.Library)
-	if lib == nil {
-		return nil, fmt.Errorf("no NVML binding for %s", name)
-	}
-	if ret := lib.Init(); ret != nvml.SUCCESS {
-		// The dlopen/dlsym message says more than the code does.
-		if le, ok := lib.(interface{ LoadError() error }); ok {
-			if err := le.LoadError(); err != nil {
-				return nil, fmt.Errorf("loading %s: %w", name, err)
-			}
-		}
-		return nil, fmt.Errorf("initialising NVML from %s: %w", name, ret)
-	}
-	driver, _ := lib.SystemGetDriverVersion()
-	count, ret := lib.DeviceGetCount()
-	c.logger.Info("NVML loaded; exporting GPU metrics", "library", name,
-		"driver_version", driver, "gpus", count, "count_err", errOrNil(ret))
-	return lib, nil
-}
-
-func errOrNil(ret nvml.Return) error {
-	if ret == nvml.SUCCESS {
-		return nil
-	}
-	return ret
 }
 
 func gpuConfigEqual(a, b GPUSettings) bool {
@@ -321,26 +319,38 @@ func (c *GPUCollector) Close() {
 	lib, job := c.lib, c.inflight
 	c.lib, c.closed = nil, true
 	c.mu.Unlock()
-	if job != nil {
+	if lib != nil {
+		c.retire(lib, job)
+	}
+}
+
+// retire shuts lib down once job, a collection that may be calling into
+// it, has finished: go-nvml's Shutdown dlcloses the library, and unmapping
+// it under a running call would crash the process. A collection stuck in
+// the driver past the timeout leaves the library loaded instead.
+func (c *GPUCollector) retire(lib gpuLib, job *gpuScrape) {
+	if job != nil && job.lib == lib {
 		t := time.NewTimer(c.timeout)
 		defer t.Stop()
 		select {
 		case <-job.done:
 		case <-t.C:
-			c.logger.Warn("GPU collection still running at shutdown; leaving NVML loaded")
+			c.logger.Warn("GPU collection still running; leaving that NVML loaded rather than unloading it under the call")
 			return
 		}
 	}
-	if lib != nil {
-		lib.Shutdown()
-	}
+	lib.shutdown()
 }
 
 // Describe sends every descriptor; the collector is checked.
 func (c *GPUCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.d.info, c.d.util, c.d.memBW, c.d.memUsed,
-		c.d.memTotal, c.d.power, c.d.powerLimit, c.d.energy, c.d.temp, c.d.smClock,
-		c.d.throttle, c.d.success, c.d.duration} {
+	d := &c.d
+	for _, d := range []*prometheus.Desc{d.info, d.util, d.memBW, d.memUsed,
+		d.memTotal, d.power, d.powerLimit, d.energy, d.temp, d.smClock,
+		d.throttle, d.xid, d.ecc, d.remapped, d.remapPending, d.remapFailed,
+		d.retiredPending, d.pcieGen, d.pcieWidth, d.pcieReplays, d.processes,
+		d.procMem, d.migInfo, d.migMemUsed, d.migMemTotal, d.rejected,
+		d.success, d.duration} {
 		ch <- d
 	}
 }
@@ -357,7 +367,7 @@ func (c *GPUCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	job := c.inflight
 	if job == nil {
-		job = &gpuScrape{start: time.Now(), done: make(chan struct{})}
+		job = &gpuScrape{lib: lib, start: time.Now(), done: make(chan struct{})}
 		c.inflight = job
 		go c.run(job, lib, c.devices)
 	}
@@ -379,6 +389,11 @@ func (c *GPUCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.d.success, prometheus.GaugeValue, 0)
 		ch <- prometheus.MustNewConstMetric(c.d.duration, prometheus.GaugeValue, time.Since(job.start).Seconds())
 	}
+	c.loggedMu.Lock()
+	for reading, n := range c.rejected {
+		ch <- prometheus.MustNewConstMetric(c.d.rejected, prometheus.CounterValue, n, reading)
+	}
+	c.loggedMu.Unlock()
 }
 
 func boolFloat(b bool) float64 {
@@ -388,7 +403,7 @@ func boolFloat(b bool) float64 {
 	return 0
 }
 
-func (c *GPUCollector) run(job *gpuScrape, lib nvml.Interface, devices map[int]bool) {
+func (c *GPUCollector) run(job *gpuScrape, lib gpuLib, devices map[int]bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			// A binding bug must cost one scrape, not the process.
@@ -404,16 +419,5 @@ func (c *GPUCollector) run(job *gpuScrape, lib nvml.Interface, devices map[int]b
 		c.mu.Unlock()
 		close(job.done)
 	}()
-	job.metrics, job.ok, job.devices = c.collect(lib, devices)
-}
-
-// once reports whether key is new, so each condition is logged one time.
-func (c *GPUCollector) once(key string) bool {
-	c.loggedMu.Lock()
-	defer c.loggedMu.Unlock()
-	if c.logged[key] {
-		return false
-	}
-	c.logged[key] = true
-	return true
+	job.metrics, job.ok, job.devices = lib.collect(devices)
 }

@@ -1,9 +1,14 @@
+//go:build cgo && !nonvml
+
 package collector
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,9 +16,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
-	"github.com/llm-prober/llm-prober/internal/nvml"
-	"github.com/llm-prober/llm-prober/internal/nvml/nvmltest"
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/llm-prober/llm-prober/internal/nvmltest"
 	"github.com/llm-prober/llm-prober/internal/testutil"
 )
 
@@ -24,8 +33,8 @@ type gpuFixture struct {
 	logs *testutil.SyncBuffer
 }
 
-// newGPUFixture builds a stub with the given values, loads it through the
-// real binding and registers the collector on a pedantic registry.
+// newGPUFixture builds a stub with the given values, loads it through
+// go-nvml and registers the collector on a pedantic registry.
 func newGPUFixture(t *testing.T, kv map[string]string, omit ...string) *gpuFixture {
 	t.Helper()
 	f := &gpuFixture{stub: nvmltest.Build(t, omit...), logs: &testutil.SyncBuffer{}}
@@ -42,9 +51,31 @@ func newGPUFixture(t *testing.T, kv map[string]string, omit ...string) *gpuFixtu
 
 func (f *gpuFixture) compare(t *testing.T, want string, names ...string) {
 	t.Helper()
-	if err := promtestutil.GatherAndCompare(f.reg, strings.NewReader(want), names...); err != nil {
+	if err := promtestutil.GatherAndCompare(f.reg, strings.NewReader(sortLabels(t, want)), names...); err != nil {
 		t.Error(err)
 	}
+}
+
+// sortLabels rewrites expected exposition with each sample's labels in
+// name order, as client_golang gathers them, so tests can write the GPU's
+// labels first and the metric's own after.
+func sortLabels(t *testing.T, text string) string {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		t.Fatalf("expected exposition: %v", err)
+	}
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(mfs)) {
+		for _, m := range mfs[name].GetMetric() {
+			slices.SortFunc(m.Label, func(a, b *dto.LabelPair) int { return cmp.Compare(a.GetName(), b.GetName()) })
+		}
+		if _, err := expfmt.MetricFamilyToText(&b, mfs[name]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
 }
 
 // gpuHelp is the exposition header of every llm_gpu_* metric, so tests list
@@ -115,11 +146,13 @@ func TestGPUValuesAndUnits(t *testing.T) {
 		"dev1.temp":        "81",
 		"dev1.clock.sm":    "2040",
 		"dev1.reasons":     "0x10044", // sw_power_cap | hw_thermal_slowdown | an unknown bit
+		"dev1.cc.minor":    "9",
+		"dev1.cc.major":    "8",
 	}))
 	want := gpuHelp(allGPUMetrics...) // headers first; GatherAndCompare reorders
 	want += `
-llm_gpu_info{driver_version="550.54.15",gpu="0",name="NVIDIA H100 80GB HBM3",uuid="` + uuid0 + `"} 1
-llm_gpu_info{driver_version="550.54.15",gpu="1",name="NVIDIA L4",uuid="` + uuid1 + `"} 1
+llm_gpu_info{compute_capability="9.0",cuda_driver_version="12.4",driver_version="550.54.15",gpu="0",mig_mode="disabled",name="NVIDIA H100 80GB HBM3",uuid="` + uuid0 + `"} 1
+llm_gpu_info{compute_capability="8.9",cuda_driver_version="12.4",driver_version="550.54.15",gpu="1",mig_mode="disabled",name="NVIDIA L4",uuid="` + uuid1 + `"} 1
 llm_gpu_utilization_ratio{gpu="0",name="NVIDIA H100 80GB HBM3",uuid="` + uuid0 + `"} 0.87
 llm_gpu_utilization_ratio{gpu="1",name="NVIDIA L4",uuid="` + uuid1 + `"} 1
 llm_gpu_memory_bandwidth_utilization_ratio{gpu="0",name="NVIDIA H100 80GB HBM3",uuid="` + uuid0 + `"} 0.42
@@ -191,7 +224,7 @@ func TestGPUFaultMarksCollectionFailed(t *testing.T) {
 	}
 	f.compare(t, gpuHelp("llm_prober_collector_success")+`llm_prober_collector_success{collector="gpu"} 0
 `, "llm_prober_collector_success")
-	if !strings.Contains(f.logs.String(), "ERROR_GPU_IS_LOST") {
+	if !strings.Contains(f.logs.String(), "GPU is lost") {
 		t.Errorf("fault not logged:\n%s", f.logs)
 	}
 }
@@ -205,7 +238,7 @@ func TestGPUInitFailure(t *testing.T) {
 		wantErr       string
 	}{
 		{"no library", missing, "cannot open shared object file"},
-		{"driver not loaded", stub.Path, "ERROR_DRIVER_NOT_LOADED"},
+		{"driver not loaded", stub.Path, "Driver Not Loaded"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			logs := &testutil.SyncBuffer{}
@@ -242,7 +275,7 @@ func TestGPUInitFailure(t *testing.T) {
 
 func TestGPUDisabledNeverLoads(t *testing.T) {
 	opened := 0
-	c := NewGPUCollector(GPUOptions{Open: func(string) nvml.Interface { opened++; return nvml.New() }})
+	c := NewGPUCollector(GPUOptions{NVML: NVMLOptions{Open: func(string) nvml.Interface { opened++; return nvml.New() }}})
 	defer c.Close()
 	if err := c.Apply(GPUSettings{Mode: GPUOff}); err != nil {
 		t.Fatal(err)
@@ -447,4 +480,28 @@ func BenchmarkCollect8Devices(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(time.Since(start).Microseconds())/1000/float64(b.N), "ms/collect")
+}
+
+func TestGPUSnapshot(t *testing.T) {
+	f := newGPUFixture(t, nvmltest.Devices(2, nil))
+	if s := f.c.Snapshot(); !s.Loaded || s.Enabled != "true" || !s.CollectedAt.IsZero() {
+		t.Fatalf("before a collection: %+v", s)
+	}
+	f.c.Refresh()
+	s := f.c.Snapshot()
+	if !s.OK || len(s.Devices) != 2 || s.CollectedAt.IsZero() {
+		t.Fatalf("snapshot %+v", s)
+	}
+	d := s.Devices[1]
+	if d.Index != 1 || d.Name != h100 || d.UUID != uuid1 || d.Utilization != 0.87 || d.MemoryUsed != 60000000000 ||
+		d.MemoryTotal != 85520809984 || d.Temperature != 64 || d.Power != 312.5 || d.PowerLimit != 700 ||
+		!d.HasUtilization || !d.HasMemory || !d.HasTemperature || !d.HasPower || !d.HasPowerLim {
+		t.Errorf("device 1: %+v", d)
+	}
+	if err := f.c.Apply(GPUSettings{Mode: GPUOff}); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.c.Snapshot(); s.Loaded || s.Enabled != "false" || len(s.Devices) != 0 {
+		t.Errorf("after disabling: %+v", s)
+	}
 }

@@ -3,8 +3,6 @@ package collector
 import (
 	"testing"
 	"time"
-
-	"github.com/llm-prober/llm-prober/internal/nvml/nvmltest"
 )
 
 func TestServerSnapshot(t *testing.T) {
@@ -34,29 +32,5 @@ func TestServerSnapshot(t *testing.T) {
 	snap = c.Snapshot()
 	if len(snap) != 1 || !snap[0].Up {
 		t.Errorf("after reload: %+v", snap)
-	}
-}
-
-func TestGPUSnapshot(t *testing.T) {
-	f := newGPUFixture(t, nvmltest.Devices(2, nil))
-	if s := f.c.Snapshot(); !s.Loaded || s.Enabled != "true" || !s.CollectedAt.IsZero() {
-		t.Fatalf("before a collection: %+v", s)
-	}
-	f.c.Refresh()
-	s := f.c.Snapshot()
-	if !s.OK || len(s.Devices) != 2 || s.CollectedAt.IsZero() {
-		t.Fatalf("snapshot %+v", s)
-	}
-	d := s.Devices[1]
-	if d.Index != 1 || d.Name != h100 || d.UUID != uuid1 || d.Utilization != 0.87 || d.MemoryUsed != 60000000000 ||
-		d.MemoryTotal != 85520809984 || d.Temperature != 64 || d.Power != 312.5 || d.PowerLimit != 700 ||
-		!d.HasUtilization || !d.HasMemory || !d.HasTemperature || !d.HasPower || !d.HasPowerLim {
-		t.Errorf("device 1: %+v", d)
-	}
-	if err := f.c.Apply(GPUSettings{Mode: GPUOff}); err != nil {
-		t.Fatal(err)
-	}
-	if s := f.c.Snapshot(); s.Loaded || s.Enabled != "false" || len(s.Devices) != 0 {
-		t.Errorf("after disabling: %+v", s)
 	}
 }

@@ -36,6 +36,16 @@ type Config struct {
 	// Histograms is the form of every probe histogram (classic, native or
 	// both); a target's own histograms: overrides it.
 	Histograms string `yaml:"histograms"`
+
+	// Modules are probe templates without an endpoint, for /probe and for
+	// discovered targets (fleet.go).
+	Modules map[string]*Module `yaml:"modules,omitempty"`
+	// TargetDiscovery finds targets at run time, each probed with a module.
+	TargetDiscovery []*TargetDiscovery `yaml:"target_discovery,omitempty"`
+	// RemoteWrite pushes the prober's own samples to these receivers.
+	RemoteWrite []*RemoteWrite `yaml:"remote_write,omitempty"`
+	// ExternalLabels are added to every remote-written series.
+	ExternalLabels map[string]string `yaml:"external_labels,omitempty"`
 }
 
 // Target is one inference endpoint and the probes sent to it.
@@ -231,67 +241,73 @@ func (c *Config) applyDefaults() {
 		w.applyDefaults()
 	}
 	for _, t := range c.Targets {
-		if t == nil {
+		c.applyTargetDefaults(t)
+	}
+	c.applyFleetDefaults()
+}
+
+// applyTargetDefaults fills in t (a target or a module's template).
+func (c *Config) applyTargetDefaults(t *Target) {
+	if t == nil {
+		return
+	}
+	if t.Timeout == 0 {
+		t.Timeout = model.Duration(DefaultTimeout)
+	}
+	if t.StreamIdleTimeout == 0 {
+		t.StreamIdleTimeout = model.Duration(DefaultStreamIdleTimeout)
+	}
+	if t.MaxResponseBytes == 0 {
+		t.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if t.MaxInFlight == 0 {
+		t.MaxInFlight = DefaultTargetMaxInFlight
+	}
+	if t.Histograms == "" {
+		t.Histograms = c.Histograms
+	}
+	if protocolIs(t.Protocol, isOllama) {
+		if t.Ollama == nil {
+			t.Ollama = &Ollama{}
+		}
+		if t.Ollama.API == "" {
+			t.Ollama.API = probe.OllamaAPIChat
+		}
+	}
+	t.DiscoverModels.applyDefaults()
+	if sm := t.ServerMetrics; sm != nil {
+		if sm.Kind == "" {
+			sm.Kind = collector.KindAuto
+		}
+		if sm.Timeout == 0 {
+			sm.Timeout = model.Duration(DefaultServerMetricsTime)
+		}
+	}
+	for _, p := range t.Probes {
+		if p == nil {
 			continue
 		}
-		if t.Timeout == 0 {
-			t.Timeout = model.Duration(DefaultTimeout)
+		if p.Stream == nil {
+			// Streamed where the protocol can stream: only streams
+			// have TTFT and ITL.
+			proto, known := probe.LookupProtocol(t.Protocol)
+			p.Stream = new(proto.Streams || !known)
 		}
-		if t.StreamIdleTimeout == 0 {
-			t.StreamIdleTimeout = model.Duration(DefaultStreamIdleTimeout)
+		if p.Timeout == 0 {
+			p.Timeout = t.Timeout
 		}
-		if t.MaxResponseBytes == 0 {
-			t.MaxResponseBytes = DefaultMaxResponseBytes
-		}
-		if t.MaxInFlight == 0 {
-			t.MaxInFlight = DefaultTargetMaxInFlight
-		}
-		if t.Histograms == "" {
-			t.Histograms = c.Histograms
-		}
-		if protocolIs(t.Protocol, isOllama) {
-			if t.Ollama == nil {
-				t.Ollama = &Ollama{}
-			}
-			if t.Ollama.API == "" {
-				t.Ollama.API = probe.OllamaAPIChat
+		if p.Workload == "" {
+			p.Workload = defaultWorkloadName
+			if _, ok := c.Workloads[defaultWorkloadName]; !ok {
+				w := &Workload{}
+				w.applyDefaults()
+				c.Workloads[defaultWorkloadName] = w
 			}
 		}
-		t.DiscoverModels.applyDefaults()
-		if sm := t.ServerMetrics; sm != nil {
-			if sm.Kind == "" {
-				sm.Kind = collector.KindAuto
-			}
-			if sm.Timeout == 0 {
-				sm.Timeout = model.Duration(DefaultServerMetricsTime)
-			}
+		if p.SLO != nil && p.SLO.Objective == 0 {
+			p.SLO.Objective = DefaultObjective
 		}
-		for _, p := range t.Probes {
-			if p == nil {
-				continue
-			}
-			if p.Stream == nil {
-				// Streamed where the protocol can stream: only streams
-				// have TTFT and ITL.
-				proto, known := probe.LookupProtocol(t.Protocol)
-				p.Stream = new(proto.Streams || !known)
-			}
-			if p.Timeout == 0 {
-				p.Timeout = t.Timeout
-			}
-			if p.Workload == "" {
-				p.Workload = defaultWorkloadName
-				if _, ok := c.Workloads[defaultWorkloadName]; !ok {
-					w := &Workload{}
-					w.applyDefaults()
-					c.Workloads[defaultWorkloadName] = w
-				}
-			}
-			if p.SLO != nil && p.SLO.Objective == 0 {
-				p.SLO.Objective = DefaultObjective
-			}
-			p.Schedule.applyDefaults(time.Duration(p.Timeout))
-		}
+		p.Schedule.applyDefaults(time.Duration(p.Timeout))
 	}
 }
 
@@ -311,8 +327,8 @@ var (
 const nameRule = "use 1-64 letters, digits, '_', '.', ':' or '-', starting with a letter or digit"
 
 func (c *Config) validate(d *decoder) {
-	if len(c.Targets) == 0 {
-		d.at("targets", "no targets configured; add at least one under targets:")
+	if len(c.Targets) == 0 && len(c.Modules) == 0 {
+		d.at("targets", "no targets configured; add at least one under targets:, or modules: for /probe and target_discovery:")
 	}
 	validateHistograms(d, "histograms", c.Histograms)
 	targetNames := map[string]int{}
@@ -340,6 +356,7 @@ func (c *Config) validate(d *decoder) {
 			d.at(fmt.Sprintf("gpus.devices[%d]", i), "GPU index %d is negative", dev)
 		}
 	}
+	c.validateFleet(d)
 }
 
 func (c *Config) validateTarget(d *decoder, path string, t *Target) {
@@ -600,40 +617,45 @@ func sortedNames(m map[string]*Workload) []string {
 // resolveSecrets reads API keys; paths are relative to the config file.
 func (c *Config) resolveSecrets(d *decoder, dir string, getenv func(string) string) {
 	for i, t := range c.Targets {
-		if t == nil {
-			continue
-		}
-		path := fmt.Sprintf("targets[%d]", i)
-		switch {
-		case t.APIKeyFile != "":
-			f := t.APIKeyFile
-			if !filepath.IsAbs(f) {
-				f = filepath.Join(dir, f)
-			}
-			b, err := os.ReadFile(f)
-			if err != nil {
-				d.at(path+".api_key_file", "cannot read API key: %v", err)
-				continue
-			}
-			key := string(bytes.TrimSpace(b))
-			if key == "" {
-				d.at(path+".api_key_file", "API key file %s is empty", f)
-				continue
-			}
-			t.APIKey = promconfig.Secret(key)
-		case t.APIKeyEnv != "":
-			key := strings.TrimSpace(getenv(t.APIKeyEnv))
-			if key == "" {
-				d.at(path+".api_key_env", "environment variable %s is not set or empty", t.APIKeyEnv)
-				continue
-			}
-			t.APIKey = promconfig.Secret(key)
-		}
-		if t.TLSConfig.CAFile != "" || t.TLSConfig.CertFile != "" || t.TLSConfig.KeyFile != "" {
-			t.TLSConfig.SetDirectory(dir)
-		}
-		resolveHTTPClient(d, path, dir, t)
+		resolveTargetSecrets(d, fmt.Sprintf("targets[%d]", i), dir, t, getenv)
 	}
+	c.resolveFleet(d, dir, getenv)
+}
+
+// resolveTargetSecrets reads t's API key and resolves its relative paths.
+func resolveTargetSecrets(d *decoder, path, dir string, t *Target, getenv func(string) string) {
+	if t == nil {
+		return
+	}
+	switch {
+	case t.APIKeyFile != "":
+		f := t.APIKeyFile
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(dir, f)
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			d.at(path+".api_key_file", "cannot read API key: %v", err)
+			return
+		}
+		key := string(bytes.TrimSpace(b))
+		if key == "" {
+			d.at(path+".api_key_file", "API key file %s is empty", f)
+			return
+		}
+		t.APIKey = promconfig.Secret(key)
+	case t.APIKeyEnv != "":
+		key := strings.TrimSpace(getenv(t.APIKeyEnv))
+		if key == "" {
+			d.at(path+".api_key_env", "environment variable %s is not set or empty", t.APIKeyEnv)
+			return
+		}
+		t.APIKey = promconfig.Secret(key)
+	}
+	if t.TLSConfig.CAFile != "" || t.TLSConfig.CertFile != "" || t.TLSConfig.KeyFile != "" {
+		t.TLSConfig.SetDirectory(dir)
+	}
+	resolveHTTPClient(d, path, dir, t)
 }
 
 // Load reads, decodes, defaults, validates and resolves the config file.

@@ -51,6 +51,15 @@ var (
 	// what to use instead. Secret references need a secret manager,
 	// which the prober has none of.
 	refusedKeys = map[reflect.Type]map[string]string{
+		// A module's endpoint never comes from the file (fleet.go).
+		reflect.TypeFor[Module](): {
+			"name":    moduleEndpointHint,
+			"url":     moduleEndpointHint,
+			"address": moduleEndpointHint,
+			// One URL for every endpoint of a module would scrape one
+			// server N times under N names.
+			"server_metrics": "a module's endpoints each have their own metrics; scrape them with Prometheus' service discovery",
+		},
 		reflect.TypeFor[promconfig.HTTPClientConfig](): {
 			"http_headers": "set request headers with the target's headers: (values of credential headers are redacted like secrets)",
 		},

@@ -117,16 +117,24 @@ func (t *Triton) Options() (probe.TritonOptions, error) {
 // resolveTriton applies every target's Triton preset once, at load.
 func (c *Config) resolveTriton(d *decoder) {
 	for i, t := range c.Targets {
-		if t == nil {
-			continue
-		}
-		opts, err := t.Triton.Options()
-		if err != nil {
-			d.at(fmt.Sprintf("targets[%d].triton.preset", i), "%v", err)
-			continue
-		}
-		t.triton = opts
+		resolveTargetTriton(d, fmt.Sprintf("targets[%d]", i), t)
 	}
+	for _, name := range sortedModules(c.Modules) {
+		resolveTargetTriton(d, join("modules", name), &c.Modules[name].Target)
+	}
+}
+
+// resolveTargetTriton applies t's Triton preset.
+func resolveTargetTriton(d *decoder, path string, t *Target) {
+	if t == nil {
+		return
+	}
+	opts, err := t.Triton.Options()
+	if err != nil {
+		d.at(path+".triton.preset", "%v", err)
+		return
+	}
+	t.triton = opts
 }
 
 // validateTriton checks the triton: block, each problem at its key.

@@ -179,6 +179,7 @@ func TestManifestFiles(t *testing.T) {
 	want := map[string][]string{
 		"triton-sidecar.yaml": {"ConfigMap", "Deployment", "Service", "ServiceMonitor"},
 		"central.yaml":        {"ConfigMap", "Deployment", "Service", "ServiceMonitor"},
+		"sharded.yaml":        {"ConfigMap", "StatefulSet", "Service", "ServiceMonitor"},
 		"prometheusrule.yaml": {"PrometheusRule"},
 	}
 	paths, err := filepath.Glob("kubernetes/*.yaml")

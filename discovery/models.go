@@ -260,13 +260,13 @@ func newDescs() descs {
 			"Models of the target being probed after discover_models' filter and max_models.", t, nil),
 		info: prometheus.NewDesc("llm_prober_discovered_model_info",
 			"1 for every model of the target being probed through model discovery.", []string{"target", "model"}, nil),
-		leftOut: prometheus.NewDesc("llm_prober_discovery_models_left_out",
+		leftOut: prometheus.NewDesc("llm_prober_model_discovery_left_out",
 			"Models the server lists that match the filter but exceed discover_models.max_models, so are not probed.", t, nil),
-		failures: prometheus.NewDesc("llm_prober_discovery_failures_total",
+		failures: prometheus.NewDesc("llm_prober_model_discovery_failures_total",
 			"Model-list refreshes that failed (no answer, an error status, garbage, or no model).", t, nil),
-		lastOK: prometheus.NewDesc("llm_prober_discovery_last_success_timestamp_seconds",
+		lastOK: prometheus.NewDesc("llm_prober_model_discovery_last_success_timestamp_seconds",
 			"Unix time of the target's last good model list.", t, nil),
-		stale: prometheus.NewDesc("llm_prober_discovery_stale",
+		stale: prometheus.NewDesc("llm_prober_model_discovery_stale",
 			"1 while the target's last model-list refresh failed and the last good list (if any) is still probed.", t, nil),
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/common/promslog"
-	"go.uber.org/goleak"
 
 	"github.com/llm-prober/llm-prober/collector"
 	"github.com/llm-prober/llm-prober/config"
@@ -18,8 +17,6 @@ import (
 	"github.com/llm-prober/llm-prober/simulator"
 	"github.com/llm-prober/llm-prober/simulator/simtest"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // discoveringConfig is one target that discovers its models from url, a
 // probe template every 50 ms, and a static target beside it.
@@ -126,14 +123,14 @@ func TestModelsAppearAndDisappear(t *testing.T) {
 	before := h.successes(t, "steady@new-model")
 	sim.Server.SetModelListFault(simulator.ModelListGarbage)
 	wait("the garbage answer counted as stale", func() bool {
-		return h.gauge(t, "llm_prober_discovery_stale") == 1 && h.gauge(t, "llm_prober_discovery_failures_total") > 0
+		return h.gauge(t, "llm_prober_model_discovery_stale") == 1 && h.gauge(t, "llm_prober_model_discovery_failures_total") > 0
 	})
 	wait("the last good list still probed", func() bool { return h.successes(t, "steady@new-model") > before+2 })
 	if v := h.gauge(t, "llm_prober_discovered_models"); v != 2 {
 		t.Errorf("after garbage: discovered models %v, want the last good 2", v)
 	}
 	sim.Server.SetModelListFault(simulator.ModelListOK)
-	wait("fresh again", func() bool { return h.gauge(t, "llm_prober_discovery_stale") == 0 })
+	wait("fresh again", func() bool { return h.gauge(t, "llm_prober_model_discovery_stale") == 0 })
 	if len(testutil.Gather(t, h.reg).Series("llm_probe_requests_total", "target", "static", "probe", "steady")) == 0 {
 		t.Error("the static target lost its probe")
 	}
@@ -150,7 +147,7 @@ func TestFilterAndLimit(t *testing.T) {
 	sim.Server.SetModels(list...)
 	h := start(t, discoveringConfig(t, sim.URL, "llama-.*", 2))
 	testutil.WaitFor(t, "the list applied", 10*time.Second, func() bool { return h.gauge(t, "llm_prober_discovered_models") == 2 })
-	if v := h.gauge(t, "llm_prober_discovery_models_left_out"); v != 2 {
+	if v := h.gauge(t, "llm_prober_model_discovery_left_out"); v != 2 {
 		t.Errorf("left out %v, want 2 (llama-c, llama-d)", v)
 	}
 	for _, m := range []string{"llama-a", "llama-b"} {

@@ -118,6 +118,33 @@
     gpuThrottleWindow: '10m',
     gpuThrottleFor: '10m',
 
+    // LLMGPUXIDError: any XID error within the window; LLMGPUUncorrectableECCErrors:
+    // uncorrectable ECC errors (or rows remapped after them) within the window.
+    gpuXIDWindow: '10m',
+    gpuECCWindow: '10m',
+
+    // ---- GPU source -------------------------------------------------------------
+
+    // Where the GPU dashboards and alerts read GPUs from: 'nvml', the
+    // prober's own llm_gpu_* series, or 'dcgm', dcgm-exporter's DCGM_FI_DEV_*
+    // where it already runs on every node (then set gpus: {enabled: false}
+    // in the prober; docs/deployment.md). lib/gpu.libsonnet lists the DCGM
+    // fields read and the ones to enable beyond dcgm-exporter's defaults.
+    gpuSource: 'nvml',
+    // Label matchers of dcgm-exporter's series, e.g. 'job="dcgm-exporter"'.
+    dcgmSelector: '',
+    // The label dcgm-exporter puts the node name in: Hostname up to release
+    // 4.5.3-4.8.2, hostname after it.
+    dcgmNodeLabel: 'Hostname',
+    // Labels (comma-separated) a DCGM series, once its node label is
+    // renamed node, shares with the llm_probe_* series of the probers
+    // probing the servers on its GPUs; the dashboards keep the GPUs of the
+    // selected targets by them. 'node' needs the prober's scrape to add
+    // the node name as `node` (docs/deployment.md); with dcgm-exporter's
+    // Kubernetes mapping and the sidecar, 'namespace, pod' narrows to the
+    // server's own GPUs. Empty: every GPU dcgm-exporter reports.
+    dcgmJoinLabels: 'node',
+
     proberDownFor: '5m',
     configReloadFailedFor: '10m',
 

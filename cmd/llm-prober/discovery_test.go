@@ -64,7 +64,7 @@ workloads:
 	for _, want := range []string{
 		`llm_prober_discovered_models{target="fleet"} 2`,
 		`llm_prober_discovered_model_info{model="sql-lora",target="fleet"} 1`,
-		`llm_prober_discovery_stale{target="fleet"} 0`,
+		`llm_prober_model_discovery_stale{target="fleet"} 0`,
 		fmt.Sprintf(`llm_probe_embedding_dimension{model="sim-llm",probe="e",target="embed"} %d`, simulator.DefaultEmbeddingDimension),
 	} {
 		if !strings.Contains(body, want) {

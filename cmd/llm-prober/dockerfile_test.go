@@ -16,7 +16,8 @@ import (
 
 // No Docker engine runs where the tests run, so the Dockerfile is held to
 // its contract by reading it: multi-stage, built by `make build` (the same
-// cgo-free build as the Makefile's), distroless nonroot, the default port.
+// cgo build as the Makefile's), distroless nonroot with glibc, the default
+// port.
 func TestDockerfile(t *testing.T) {
 	b, err := os.ReadFile("../../Dockerfile")
 	if err != nil {
@@ -27,7 +28,7 @@ func TestDockerfile(t *testing.T) {
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^FROM golang:1\.26\S* AS build$`),
 		regexp.MustCompile(`(?m)^RUN make build `),
-		// base, not static: NVML is loaded through glibc's dynamic loader.
+		// base, not static: the cgo binary and NVML need glibc.
 		regexp.MustCompile(`(?m)^FROM gcr\.io/distroless/base-debian12:nonroot$`),
 		regexp.MustCompile(`(?m)^USER nonroot$`),
 		regexp.MustCompile(`(?m)^EXPOSE ` + port + `$`),

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/exporter-toolkit/web"
 
-	"github.com/llm-prober/llm-prober/internal/nvml/nvmltest"
+	"github.com/llm-prober/llm-prober/internal/nvmltest"
 	"github.com/llm-prober/llm-prober/internal/testutil"
 )
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/llm-prober/llm-prober/bench"
 	"github.com/llm-prober/llm-prober/internal/webroute"
+	"github.com/llm-prober/llm-prober/shard"
 	"github.com/llm-prober/llm-prober/simulator"
 )
 
@@ -61,6 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	disableReload := serveCmd.Flag("web.disable-reload", "Refuse POST /-/reload (SIGHUP still reloads).").Bool()
 	webPaths := webroute.AddFlags(serveCmd)
 	historyResults := serveCmd.Flag("history.results-per-probe", "Recent results kept per probe for the status page (0 keeps none).").Default("100").Int()
+	sh := shard.AddFlags(serveCmd)
 
 	checkCmd := app.Command("check-config", "Validate configuration files and exit 0 if all are valid, 1 otherwise.")
 	checkFiles := checkCmd.Arg("file", "Configuration files to check.").Default("llm-prober.yml").Strings()
@@ -115,6 +117,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			historyResults:  *historyResults,
 			logger:          logger,
 			stderr:          stderr,
+			shard:           *sh,
 		})
 	}
 }

@@ -418,8 +418,9 @@ func TestWebConfigTLSAndBasicAuth(t *testing.T) {
 }
 
 // TestProbesOnlyConfiguredTargets: no endpoint takes a target from the
-// request (no blackbox-style /probe?target=). Every request below names a
-// canary server, which must never be contacted; unknown paths are 404.
+// request but /probe, and /probe only for a module of the configuration
+// whose allowed_targets match (none here: 400). Every request below names
+// a canary server, which must never be contacted; unknown paths are 404.
 func TestProbesOnlyConfiguredTargets(t *testing.T) {
 	var hits atomic.Int64
 	canary := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
@@ -431,7 +432,10 @@ func TestProbesOnlyConfiguredTargets(t *testing.T) {
 		"/probe", "/probe/", "/-/probe", "/api/probe", "/api/v1/probe", "/v1/chat/completions", "/targets", "/debug/pprof/"} {
 		for _, method := range []string{"GET", "POST"} {
 			status, _, _ := get(t, method, td.url+path+q)
-			if !known[path] && status != http.StatusNotFound {
+			switch {
+			case path == "/probe" && status != http.StatusBadRequest:
+				t.Errorf("%s %s with a module the configuration lacks: %d, want 400", method, path, status)
+			case path != "/probe" && !known[path] && status != http.StatusNotFound:
 				t.Errorf("%s %s: %d, want 404 (no such endpoint)", method, path, status)
 			}
 		}

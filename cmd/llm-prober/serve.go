@@ -27,7 +27,10 @@ import (
 	"github.com/llm-prober/llm-prober/config"
 	"github.com/llm-prober/llm-prober/discovery"
 	"github.com/llm-prober/llm-prober/engine"
+	"github.com/llm-prober/llm-prober/fleet"
 	"github.com/llm-prober/llm-prober/internal/webroute"
+	"github.com/llm-prober/llm-prober/multitarget"
+	"github.com/llm-prober/llm-prober/shard"
 	"github.com/llm-prober/llm-prober/status"
 )
 
@@ -48,6 +51,7 @@ type serveOptions struct {
 	listener net.Listener
 	// reloadSignals delivers SIGHUP; tests inject their own channel.
 	reloadSignals <-chan os.Signal
+	shard         shard.Shard
 }
 
 // daemon is the long-running prober process: config, registry, HTTP API.
@@ -59,6 +63,7 @@ type daemon struct {
 	history  *status.History
 	servers  *collector.ServerMetrics
 	gpus     *collector.GPUCollector
+	fleet    *fleet.Daemon
 	opts     serveOptions
 }
 
@@ -83,16 +88,19 @@ func newDaemon(opts serveOptions) *daemon {
 	pooled := collector.NewPooledMetrics() // embedding and rerank answers
 	reg.MustRegister(pooled)
 	d.engine = engine.New(opts.logger, probeMetrics, d.history, engine.PooledSink(pooled))
-	// Targets that discover their models reach the engine through the
-	// discovery, which expands their probes with the current lists.
-	d.models = discovery.New(opts.logger, d.engine.Apply)
-	reg.MustRegister(d.models)
-	d.config.OnChange(d.models.Apply)
 	// Model-server /metrics are fetched while Prometheus scrapes the prober,
 	// within that scrape's deadline: not in reg, but in a registry built for
 	// each scrape (collector.Handler).
 	d.servers = collector.NewServerMetrics(opts.logger)
-	d.config.OnChange(func(c *config.Config) { d.servers.SetTargets(c.ServerTargets()) })
+	// Configured and discovered targets, cut to this replica's shard, go
+	// to the engine and the server-metrics collector as a reload's would.
+	d.fleet = fleet.NewDaemon(fleet.Options{Logger: opts.logger, Registry: reg, Shard: opts.shard, Engine: d.engine, Servers: d.servers, Gatherer: reg})
+	// Targets that discover their models have their probes expanded with
+	// the current lists first; the fleet then adds discovered targets and
+	// cuts to this replica's shard.
+	d.models = discovery.New(opts.logger, d.fleet.SetConfig)
+	reg.MustRegister(d.models)
+	d.config.OnChange(d.models.Apply)
 	// GPUs through NVML, loaded (or not) by the gpus config section; a
 	// reload that leaves that section alone does not touch NVML.
 	d.gpus = collector.NewGPUCollector(collector.GPUOptions{Logger: opts.logger})
@@ -122,6 +130,7 @@ func (d *daemon) handler() (http.Handler, error) {
 	mux.Handle("/-/ready", d.config.ReadyHandler())
 	mux.Handle("/-/reload", d.config.ReloadHandler(d.opts.disableReload))
 	mux.Handle("/config", d.config.ConfigHandler())
+	mux.Handle("/probe", multitarget.New(multitarget.Options{Config: d.config.Get, Logger: d.opts.logger, MaxConcurrent: 32}))
 	// The status page takes "/" and "/probes/…", and answers 404 with a
 	// page of its own for every path above does not serve.
 	page, err := status.New(status.Options{
@@ -151,6 +160,7 @@ func serve(ctx context.Context, opts serveOptions) int {
 	d := newDaemon(opts)
 	defer d.gpus.Close()
 	defer d.models.Stop()
+	defer d.fleet.Close()
 	handler, err := d.handler()
 	if err != nil {
 		logger.Error("Cannot build the status page", "err", err)
@@ -213,6 +223,7 @@ func serve(ctx context.Context, opts serveOptions) int {
 	// list that changes now starts probes again.
 	d.models.Stop()
 	d.engine.Stop(shutdownCtx)
+	d.fleet.Stop(shutdownCtx)
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		logger.Warn("Web server did not stop cleanly", "err", err)
 	}

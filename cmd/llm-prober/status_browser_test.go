@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llm-prober/llm-prober/internal/nvml/nvmltest"
+	"github.com/llm-prober/llm-prober/internal/nvmltest"
 	"github.com/llm-prober/llm-prober/internal/testutil"
 )
 

@@ -4,6 +4,7 @@
 // A rule's `comment::` (hidden: Prometheus never sees it) is written above
 // it as a YAML comment in the generated alerts/llm-prober-rules.yml.
 local promql = import '../lib/promql.libsonnet';
+local gpuAlerts = import 'gpu.libsonnet';
 
 {
   local c = $._config,
@@ -55,8 +56,6 @@ local promql = import '../lib/promql.libsonnet';
   local ttftBefore = promql.histogramQuantileForms(n(c.ttftRegressionQuantile), 'llm_probe_time_to_first_token_seconds', [ps], 'job, target, probe, model', c.ttftRegressionWindow, c.ttftRegressionOffset),
   local percentile = 'p' + n(std.round(c.ttftRegressionQuantile * 1e4) / 1e2),
   local offsetText = { '1w': 'last week', '1d': 'yesterday' },
-
-  local throttleReasons = std.join('|', c.gpuThrottleReasons),
 
   prometheusAlerts+:: {
     groups+: [
@@ -197,45 +196,7 @@ local promql = import '../lib/promql.libsonnet';
       },
       {
         name: 'llm-prober-gpu.alerts',
-        rules: [
-          alert(
-            'LLMGPUMemoryNearlyFull',
-            c.ticketSeverity,
-            '%s / %s > %s' % [series('llm_gpu_memory_used_bytes'), series('llm_gpu_memory_total_bytes'), n(c.gpuMemoryFullRatio)],
-            c.gpuMemoryFullFor,
-            'GPU {{ $labels.gpu }} on {{ $labels.instance }} is nearly out of memory',
-            'GPU {{ $labels.gpu }} ({{ $labels.name }}, {{ $labels.uuid }}) has {{ $value | humanizePercentage }} of its memory in use.',
-          ) + {
-            comment:: |||
-              vLLM and TensorRT-LLM reserve most GPU memory up front (vLLM's
-              default gpu_memory_utilization is 0.9), so the threshold sits
-              above that reservation: this fires on memory the server did not plan for.
-            |||,
-          },
-          alert(
-            'LLMGPUHot',
-            c.ticketSeverity,
-            '%s > %s' % [series('llm_gpu_temperature_celsius'), n(c.gpuHotCelsius)],
-            c.gpuHotFor,
-            'GPU {{ $labels.gpu }} on {{ $labels.instance }} is hot',
-            'GPU {{ $labels.gpu }} ({{ $labels.name }}, {{ $labels.uuid }}) has been at {{ $value }} °C for %s; it will throttle its clocks.' % promql.durationText(c.gpuHotFor),
-          ),
-          alert(
-            'LLMGPUThrottled',
-            c.ticketSeverity,
-            'avg_over_time(%s[%s]) > %s\n' % [series('llm_gpu_clock_throttle_reason', ['reason=~"%s"' % throttleReasons]), c.gpuThrottleWindow, n(c.gpuThrottleRatio)],
-            c.gpuThrottleFor,
-            'GPU {{ $labels.gpu }} on {{ $labels.instance }} is throttled ({{ $labels.reason }})',
-            'GPU {{ $labels.gpu }} ({{ $labels.name }}, {{ $labels.uuid }}) had its clocks held down by {{ $labels.reason }} {{ $value | humanizePercentage }} of the last %s: TPOT and TTFT rise while the server itself looks healthy.' % promql.durationText(c.gpuThrottleWindow),
-          ) + {
-            comment:: |||
-              Clocks held down by a thermal or hardware limit for most of %s.
-              gpu_idle, clock settings and sync boost are not problems;
-              sw_power_cap is left out because a busy GPU running at its power
-              limit is normal (the serving-stack dashboard still shows it).
-            ||| % promql.durationText(c.gpuThrottleWindow),
-          },
-        ],
+        rules: gpuAlerts.rules(c, alert),
       },
       {
         name: 'llm-prober-discovery.alerts',
@@ -271,7 +232,7 @@ local promql = import '../lib/promql.libsonnet';
           alert(
             'LLMProberModelDiscoveryFailing',
             c.ticketSeverity,
-            '%s == 1' % series('llm_prober_discovery_stale'),
+            '%s == 1' % series('llm_prober_model_discovery_stale'),
             c.modelDiscoveryFailingFor,
             'llm-prober cannot refresh the model list of {{ $labels.target }}',
             'llm-prober {{ $labels.instance }} has not been able to fetch the model list of target {{ $labels.target }} for %s; it keeps probing the last good list, so models added or removed since are not followed.' % promql.durationText(c.modelDiscoveryFailingFor),

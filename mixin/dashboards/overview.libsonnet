@@ -200,15 +200,15 @@ local common = import 'common.libsonnet';
           'none',
           [
             g.q('sum by (target) (%s)' % promql.series('llm_prober_discovered_models', [c.proberSelector, common.mJob, common.mTarget]), '{{target}} probed'),
-            g.q('sum by (target) (%s)' % promql.series('llm_prober_discovery_models_left_out', [c.proberSelector, common.mJob, common.mTarget]), '{{target}} left out'),
+            g.q('sum by (target) (%s)' % promql.series('llm_prober_model_discovery_left_out', [c.proberSelector, common.mJob, common.mTarget]), '{{target}} left out'),
           ],
         ) + g.size(12, 8),
         g.stat(
           'Model lists',
-          'Whether the last model-list refresh of each discovering target succeeded (llm_prober_discovery_stale 0). STALE: the last good list is still probed.',
+          'Whether the last model-list refresh of each discovering target succeeded (llm_prober_model_discovery_stale 0). STALE: the last good list is still probed.',
           'none',
           [['green', null], ['red', 1]],
-          [g.instant('max by (target) (%s)' % promql.series('llm_prober_discovery_stale', [c.proberSelector, common.mJob, common.mTarget]), '{{target}}')],
+          [g.instant('max by (target) (%s)' % promql.series('llm_prober_model_discovery_stale', [c.proberSelector, common.mJob, common.mTarget]), '{{target}}')],
         ) + g.withValueMapping({ '0': ['FRESH', 'green'], '1': ['STALE', 'red'] }) + g.size(12, 8),
       ],
     ),

@@ -3,6 +3,7 @@
 local g = import '../lib/grafana.libsonnet';
 local promql = import '../lib/promql.libsonnet';
 local common = import 'common.libsonnet';
+local gpuRow = import 'gpu.libsonnet';
 
 {
   local c = $._config,
@@ -17,22 +18,12 @@ local common = import 'common.libsonnet';
   local vllmSel = [c.vllmSelector, 'model_name=~"$model"'],
   local server(metric, extra=[]) = promql.series(metric, ss + extra),
 
-  // gpuOfTargets keeps GPU series of the prober instances that probe the
-  // selected targets: with a sidecar, the GPUs of the selected server's pod.
-  local gpuOfTargets = '\nand on (job, instance)\n' + promql.series('llm_probe_requests_total', ss),
-  local gpu(metric) = promql.series(metric, gs) + gpuOfTargets,
-  // The clock throttle reasons that cost performance (gpu_idle,
-  // application and display clock settings and sync boost do not point at
-  // a problem): the LLMGPUThrottled alert's and sw_power_cap.
-  local throttlingReasons = std.join('|', ['sw_power_cap'] + c.gpuThrottleReasons),
-  local gpuLegend = '{{instance}} GPU {{gpu}}',
-
   grafanaDashboards+:: {
     'llm-prober-serving-stack.json': g.dashboard(
       c,
       'serving-stack',
       'Serving stack',
-      "The model server's queue, batch, KV cache and server-side time breakdown, and its GPUs, on one time axis with the TTFT the prober measures. Server metrics are the normalised llm_server_* (scraped through the prober); GPU metrics come from NVML on the prober's host (sidecar deployment).",
+      "The model server's queue, batch, KV cache and server-side time breakdown, and its GPUs, on one time axis with the TTFT the prober measures. Server metrics are the normalised llm_server_* (scraped through the prober); GPU metrics come from NVML on the prober's host (sidecar deployment), or from dcgm-exporter (the mixin's gpuSource).",
       common.probeVariables(c),
       [
         g.row('What users feel'),
@@ -119,67 +110,7 @@ local common = import 'common.libsonnet';
           's',
           [g.q(server('llm_server_scrape_duration_seconds'), '{{target}}')],
         ) + g.size(12, 6),
-
-        g.row("GPUs (NVML, on the prober's host)"),
-        g.timeseries(
-          'GPU utilisation',
-          'Fraction of time at least one kernel ran (not SM occupancy).',
-          'percentunit',
-          [g.q(gpu('llm_gpu_utilization_ratio'), gpuLegend)],
-        ) + g.withMax(1) + g.size(12, 8),
-        g.timeseries(
-          'GPU memory bandwidth utilisation',
-          'Fraction of time device memory was read or written: decode is usually memory-bound, so this tracks TPOT.',
-          'percentunit',
-          [g.q(gpu('llm_gpu_memory_bandwidth_utilization_ratio'), gpuLegend)],
-        ) + g.withMax(1) + g.size(12, 8),
-        g.timeseries(
-          'GPU memory',
-          'Used and total device memory. vLLM and TensorRT-LLM reserve most of it for the KV cache at start.',
-          'bytes',
-          [
-            g.q(gpu('llm_gpu_memory_used_bytes'), gpuLegend + ' used'),
-            g.q(gpu('llm_gpu_memory_total_bytes'), gpuLegend + ' total'),
-          ],
-        ) + g.size(12, 8),
-        g.timeseries(
-          'GPU power',
-          'Board power draw and the enforced limit.',
-          'watt',
-          [
-            g.q(gpu('llm_gpu_power_watts'), gpuLegend),
-            g.q(gpu('llm_gpu_power_limit_watts'), gpuLegend + ' limit'),
-          ],
-        ) + g.size(12, 8),
-        g.timeseries(
-          'GPU temperature',
-          'Die temperature; LLMGPUHot fires above %s °C.' % promql.number(c.gpuHotCelsius),
-          'celsius',
-          [g.q(gpu('llm_gpu_temperature_celsius'), gpuLegend)],
-        ) + g.withThresholdLines([c.gpuWarmCelsius, c.gpuHotCelsius]) + g.size(8, 8),
-        g.timeseries(
-          'GPU SM clock',
-          'Current SM clock; drops with throttling.',
-          'hertz',
-          [g.q(gpu('llm_gpu_sm_clock_hertz'), gpuLegend)],
-        ) + g.size(8, 8),
-        g.timeseries(
-          'GPU clock throttle reasons',
-          'Reasons NVML reports for holding clocks down, excluding gpu_idle (normal) and application/display settings. LLMGPUThrottled fires when a thermal or hardware reason persists; sw_power_cap alone is normal for a busy GPU.',
-          'short',
-          [g.q(
-            'max by (job, instance, gpu, reason) (%s)%s'
-            % [promql.series('llm_gpu_clock_throttle_reason', gs + ['reason=~"%s"' % throttlingReasons]), gpuOfTargets],
-            gpuLegend + ' {{reason}}',
-          )],
-        ) + g.withStack + g.size(8, 8),
-        g.timeseries(
-          'GPU energy',
-          'Energy the GPUs used per second (watts, from the energy counter), to set beside tokens per second.',
-          'watt',
-          [g.q('rate(%s[$__rate_interval])%s' % [promql.series('llm_gpu_energy_joules_total', gs), gpuOfTargets], gpuLegend)],
-        ) + g.size(24, 6),
-      ],
+      ] + gpuRow.panels(c, ps, ss, gs),
     ),
   },
 }

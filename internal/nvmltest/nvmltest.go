@@ -1,5 +1,5 @@
-// Package nvmltest builds a stub libnvidia-ml.so.1 from C for tests, so the
-// real purego binding is exercised against the real ABI without a GPU.
+// Package nvmltest builds a stub libnvidia-ml.so.1 from C for tests, so
+// go-nvml's real cgo calls are exercised against the real ABI without a GPU.
 package nvmltest
 
 import (
@@ -12,12 +12,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/llm-prober/llm-prober/internal/nvml"
 )
 
 //go:embed testdata/stub.c
 var stubSource string
+
+// ConfigEnv names the stub's values file. The stub reads it at run time
+// because go-nvml binds each C symbol to the first library loaded in the
+// process: every stub a test process builds must answer from the same file.
+const ConfigEnv = "LLM_PROBER_NVML_STUB_CONFIG"
 
 // Stub is one compiled stub library and the file it reads its values from.
 type Stub struct {
@@ -26,13 +29,18 @@ type Stub struct {
 	config string
 }
 
-// Build compiles the stub into t.TempDir(). Each named symbol in omit is left
-// out, to exercise optional-symbol fallbacks. It skips the test when no C
-// compiler is installed, since nothing else can stand in for the library.
+// Build compiles the stub into t.TempDir() and points ConfigEnv at its
+// values file for the rest of the test (so the test cannot be parallel).
+// Each named symbol in omit is left out, to exercise optional-symbol checks;
+// which functions a process actually calls stays global (see ConfigEnv), so
+// a test proving that a missing symbol is never called runs the stub in a
+// fresh process. It skips the test when this build has no NVML (no cgo, or
+// -tags nonvml) or no C compiler is installed, since nothing else can stand
+// in for the library.
 func Build(t testing.TB, omit ...string) *Stub {
 	t.Helper()
-	if !nvml.CanLoad {
-		t.Skip("this build cannot load shared libraries (-tags nonvml), so there is no NVML binding to test")
+	if !CanLoad {
+		t.Skip("this build has no NVML (built without cgo or with -tags nonvml), so there is nothing to load a stub into")
 	}
 	cc := os.Getenv("CC")
 	if cc == "" {
@@ -48,8 +56,7 @@ func Build(t testing.TB, omit ...string) *Stub {
 	}
 	s := &Stub{Path: filepath.Join(dir, "libnvidia-ml.so.1"), config: filepath.Join(dir, "stub.conf")}
 	args := []string{"-shared", "-fPIC", "-O1", "-Wall",
-		"-Wl,-soname,libnvidia-ml.so.1", "-o", s.Path,
-		fmt.Sprintf("-DSTUB_CONFIG=%q", s.config)}
+		"-Wl,-soname,libnvidia-ml.so.1", "-o", s.Path}
 	for _, sym := range omit {
 		args = append(args, "-DOMIT_"+sym)
 	}
@@ -57,13 +64,14 @@ func Build(t testing.TB, omit ...string) *Stub {
 	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
 		t.Fatalf("building the NVML stub: %v\n%s", err, out)
 	}
+	t.Setenv(ConfigEnv, s.config)
 	s.Set(t, nil)
 	return s
 }
 
-// Set replaces the stub's values (keys are documented in testdata/stub.c). The file
-// is renamed into place, so a concurrent reader never sees half of it. The
-// stub re-reads it in nvmlInit_v2 and nvmlDeviceGetCount_v2.
+// Set replaces the stub's values (keys are documented in testdata/stub.c).
+// The file is renamed into place, so a concurrent reader never sees half of
+// it. The stub re-reads it in nvmlInit_v2 and nvmlDeviceGetCount_v2.
 func (s *Stub) Set(t testing.TB, kv map[string]string) {
 	t.Helper()
 	var b strings.Builder
@@ -98,6 +106,11 @@ func Device(i int) map[string]string {
 		p + "temp":         "64",
 		p + "clock.sm":     "1980",
 		p + "reasons":      "0",
+		p + "cc.major":     "9",
+		p + "cc.minor":     "0",
+		p + "pcie.gen":     "5",
+		p + "pcie.width":   "16",
+		p + "pcie.replay":  "0",
 	}
 }
 

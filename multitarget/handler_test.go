@@ -1,0 +1,185 @@
+package multitarget
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/common/promslog"
+	"go.uber.org/goleak"
+
+	"github.com/llm-prober/llm-prober/config"
+	"github.com/llm-prober/llm-prober/simulator"
+	"github.com/llm-prober/llm-prober/simulator/simtest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newHandler(t *testing.T, maxConcurrent int) *Handler {
+	t.Helper()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "c.yml")
+	if err := os.WriteFile(p, []byte(`
+modules:
+  chat:
+    protocol: openai_chat
+    model: sim
+    allowed_targets: 'http://127\.0\.0\.1:[0-9]+'
+    probes: [{name: short, schedule: {every: 15s}, timeout: 10s}]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(Options{Config: func() *config.Config { return cfg }, Logger: promslog.NewNopLogger(), MaxConcurrent: maxConcurrent})
+}
+
+func sim(t *testing.T, mutate func(*simulator.Config)) string {
+	cfg := simulator.DefaultConfig()
+	cfg.ServedModelNames = []string{"sim"}
+	cfg.Output.MeanTokens = 8
+	cfg.Latency.TTFTBase = 5 * time.Millisecond
+	cfg.Latency.DecodeBase = time.Millisecond
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	return simtest.Start(t, cfg).URL
+}
+
+func get(h http.Handler, query string, header http.Header) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodGet, "/probe?"+query, nil)
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w
+}
+
+func TestProbeAnswersGauges(t *testing.T) {
+	h := newHandler(t, 4)
+	target := sim(t, nil)
+	w := get(h, "module=chat&target="+url.QueryEscape(target), nil)
+	if w.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(w.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := func(name string) float64 {
+		mf, ok := fams[name]
+		if !ok || len(mf.Metric) == 0 {
+			t.Fatalf("no %s in the answer", name)
+		}
+		return mf.Metric[0].GetGauge().GetValue()
+	}
+	if v := value("llm_probe_success"); v != 1 {
+		t.Errorf("llm_probe_success = %v", v)
+	}
+	if v := value("llm_probe_last_time_to_first_token_seconds"); v < 0.004 || v > 5 {
+		t.Errorf("TTFT %v s", v)
+	}
+	if v := value("llm_probe_last_output_tokens"); v < 1 {
+		t.Errorf("output tokens %v", v)
+	}
+	for _, name := range []string{"llm_probe_last_request_duration_seconds", "llm_probe_last_time_per_output_token_seconds", "llm_probe_last_phase_duration_seconds"} {
+		value(name)
+	}
+}
+
+func TestProbeRefuses(t *testing.T) {
+	h := newHandler(t, 1)
+	for _, tc := range []struct{ query, want string }{
+		{"module=nope&target=http://127.0.0.1:1", "unknown module"},
+		{"module=chat&target=http://10.0.0.1:1", "allowed_targets"},
+		{"module=chat&target=http://127.0.0.1:1/../x", "allowed_targets"},
+		{"module=chat", "target parameter"},
+		{"target=http://127.0.0.1:1", "module parameter"},
+		{"module=chat&target=http://127.0.0.1:1&probe=nope", "no probe"},
+	} {
+		w := get(h, tc.query, nil)
+		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), tc.want) {
+			t.Errorf("%s: %d %q, want 400 with %q", tc.query, w.Code, w.Body, tc.want)
+		}
+	}
+}
+
+// The scrape timeout bounds the probe, and the concurrency limit turns
+// away what cannot get a slot within it.
+func TestProbeBoundedByScrapeTimeout(t *testing.T) {
+	h := newHandler(t, 1)
+	slow := sim(t, func(c *simulator.Config) { c.Latency.TTFTBase = 5 * time.Second })
+	hdr := http.Header{"X-Prometheus-Scrape-Timeout-Seconds": {"1"}}
+	var wg sync.WaitGroup
+	codes := make([]int, 2)
+	bodies := make([]string, 2)
+	start := time.Now()
+	for i := range codes {
+		wg.Go(func() {
+			w := get(h, "module=chat&target="+url.QueryEscape(slow), hdr)
+			codes[i] = w.Code
+			b, _ := io.ReadAll(w.Body)
+			bodies[i] = string(b)
+		})
+	}
+	wg.Wait()
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("took %s with a 1 s scrape timeout", d)
+	}
+	var ok, busy int
+	for i, c := range codes {
+		switch {
+		case c == http.StatusOK && strings.Contains(bodies[i], "llm_probe_success{") && strings.Contains(bodies[i], `outcome="timeout",probe="short"} 1`):
+			ok++
+		case c == http.StatusServiceUnavailable:
+			busy++
+		default:
+			t.Errorf("answer %d: %d %s", i, c, bodies[i])
+		}
+	}
+	if ok != 1 || busy != 1 {
+		t.Errorf("%d timed-out probes and %d refused, want 1 and 1", ok, busy)
+	}
+}
+
+func TestProbeDebug(t *testing.T) {
+	h := newHandler(t, 1)
+	w := get(h, "module=chat&debug=true&target="+url.QueryEscape(sim(t, nil)), nil)
+	body := w.Body.String()
+	for _, want := range []string{"Logs for the probe:", "Beginning probe", "Metrics that would have been returned:", "llm_probe_success"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("debug answer lacks %q:\n%s", want, body)
+		}
+	}
+}
+
+func TestScrapeTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		header string
+		want   time.Duration
+	}{
+		{"", 10 * time.Second}, {"5", 4500 * time.Millisecond}, {"0.5", 250 * time.Millisecond},
+		{"60", 10 * time.Second}, {"NaN", 10 * time.Second}, {"-1", 10 * time.Second},
+	} {
+		h := http.Header{}
+		if tc.header != "" {
+			h.Set("X-Prometheus-Scrape-Timeout-Seconds", tc.header)
+		}
+		if got := scrapeTimeout(h, 10*time.Second); got != tc.want {
+			t.Errorf("%q: %s, want %s", tc.header, got, tc.want)
+		}
+	}
+}
