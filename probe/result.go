@@ -100,6 +100,10 @@ type Request struct {
 	MinTokens   int
 	// Extra body fields passed through verbatim for servers with extensions.
 	Extra map[string]any
+	// Bodies, when set, is the workload item's cache of encoded bodies
+	// (BodyCache says what may differ between the requests sharing it).
+	// Nil encodes the body in full, as for a request built at send time.
+	Bodies *BodyCache
 }
 
 // Phases are the connection phases of the round trip, from net/http/httptrace
