@@ -31,17 +31,36 @@ type FlagsInfo struct {
 	MaxInFlight      int       `json:"max_in_flight"`
 	Thresholds       []string  `json:"thresholds"`
 	Seed             uint64    `json:"seed,omitempty"`
+	Burstiness       float64   `json:"burstiness,omitempty"`
+	Trace            string    `json:"trace,omitempty"`
+	TraceRecords     int       `json:"trace_records,omitempty"`
+	SLO              []string  `json:"slo,omitempty"`
+	Objective        float64   `json:"objective,omitempty"`
+	QuickSweep       int       `json:"quick_sweep,omitempty"`
+	Search           *Search   `json:"search,omitempty"`
+	// SearchBudgetSeconds is Search.Budget in the base unit.
+	SearchBudgetSeconds float64 `json:"search_budget_seconds,omitempty"`
 }
 
 func flagsInfo(s *Settings) FlagsInfo {
 	f := FlagsInfo{
-		Mode: s.Mode, Levels: s.Levels, Poisson: s.Poisson,
+		Mode: s.Mode, Levels: append([]float64{}, s.Levels...), Poisson: s.Poisson,
 		DurationSeconds: s.Duration.Seconds(), WarmupSeconds: s.Warmup.Seconds(),
 		Requests: s.Requests, StabilityPercent: s.Stability * 100, MaxWindows: s.MaxWindows,
 		MaxInFlight: s.MaxInFlight, Seed: s.Seed, Thresholds: []string{},
 	}
 	for _, t := range s.Thresholds {
 		f.Thresholds = append(f.Thresholds, t.Text)
+	}
+	f.Burstiness, f.SLO, f.QuickSweep, f.Search = s.Burstiness, s.SLO.Texts, s.QuickSweep, s.Search
+	if s.SLO.Set() {
+		f.Objective = s.objective()
+	}
+	if s.Search != nil {
+		f.SearchBudgetSeconds = s.Search.Budget.Seconds()
+	}
+	if s.Trace != nil {
+		f.Trace, f.TraceRecords = s.Trace.Path, len(s.Trace.Records)
 	}
 	return f
 }
@@ -51,9 +70,21 @@ func flagsInfo(s *Settings) FlagsInfo {
 // writeStepTable prints a step as genai-perf prints a run: one row per
 // statistic, avg/min/max/p99/p90/p75/p50 columns, times in ms.
 func writeStepTable(w io.Writer, s *Step, steps int) {
-	title := fmt.Sprintf("Step %d/%d: %s", s.Index, steps, s.Label())
+	title := fmt.Sprintf("Step %s: %s", stepOf(s.Index, steps), s.Label())
 	if s.Poisson {
 		title += " (poisson)"
+	}
+	if s.Burstiness > 0 {
+		title += fmt.Sprintf(" (gamma, burstiness %g)", s.Burstiness)
+	}
+	if s.Phase != "" {
+		title += " — " + s.Phase
+		if s.Trial > 0 {
+			title += fmt.Sprintf(", trial %d", s.Trial)
+		}
+	}
+	if s.StoppedEarly != "" {
+		title += " — STOPPED EARLY (" + s.StoppedEarly + ")"
 	}
 	switch {
 	case s.Interrupted:
@@ -91,6 +122,14 @@ func writeStepTable(w io.Writer, s *Step, steps int) {
 		s.Requests, s.Successes, s.MeasurementSeconds, s.WarmupRequests, extraCounts(s))
 	fmt.Fprintf(tw, "Errors\t%s\n", outcomeLine(s))
 	fmt.Fprintf(tw, "Skipped arrivals\t%d%s\n", s.SkippedTotal, skippedLine(s))
+	if g := s.Goodput; g != nil {
+		verdict := "met"
+		if !g.Passed {
+			verdict = "NOT met"
+		}
+		fmt.Fprintf(tw, "Goodput\t%.2f%% (%d of %d offered good, %.2f/s); objective %g%% %s\n",
+			g.Ratio*100, g.Good, g.Offered, g.GoodPerSecond, g.Objective*100, verdict)
+	}
 	_ = tw.Flush()
 }
 
@@ -102,7 +141,7 @@ func extraCounts(s *Step) string {
 		fmt.Fprintf(&b, ", %d after the reported windows", s.UnmeasuredRequests)
 	}
 	if s.CancelledRequests > 0 {
-		fmt.Fprintf(&b, ", %d cancelled on interrupt", s.CancelledRequests)
+		fmt.Fprintf(&b, ", %d cancelled on interrupt or early stop", s.CancelledRequests)
 	}
 	return b.String()
 }
@@ -147,13 +186,27 @@ func writeSummary(w io.Writer, rep *Report) {
 		return
 	}
 	mode := rep.Steps[0].Mode
+	mixed, goodput := false, false
+	for _, s := range rep.Steps {
+		mixed = mixed || s.Mode != mode
+		goodput = goodput || s.Goodput != nil
+	}
 	levelHead := "Concurrency"
-	if mode == ModeRate {
+	switch {
+	case mixed:
+		levelHead = "Level"
+	case mode == ModeRate:
 		levelHead = "Rate (req/s)"
+	case mode == ModeTrace:
+		levelHead = "Trace speed"
+	}
+	goodHead := ""
+	if goodput {
+		goodHead = "Goodput %\t"
 	}
 	fmt.Fprintf(w, "\nSummary: %s / %s (%s), %s\n", rep.Config.Target, rep.Config.Probe, rep.Config.Model, rep.Config.Endpoint)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\tRequests\tReq/s\tOutput tok/s\tTTFT p50\tTTFT p95\tTTFT p99\tTPOT p50\tTPOT p95\tITL p50\tITL p99\tLatency p50\tLatency p99\tErrors %%\t\n", levelHead)
+	fmt.Fprintf(tw, "%s\tRequests\tReq/s\tOutput tok/s\tTTFT p50\tTTFT p95\tTTFT p99\tTPOT p50\tTPOT p95\tITL p50\tITL p99\tLatency p50\tLatency p99\tErrors %%\t%s\n", levelHead, goodHead)
 	ms := func(sm Summary, v float64) string {
 		if sm.Count == 0 {
 			return "-"
@@ -162,21 +215,45 @@ func writeSummary(w io.Writer, rep *Report) {
 	}
 	for _, s := range rep.Steps {
 		level := FormatLevel(s.Level)
-		if s.Interrupted {
+		if mixed {
+			level = s.Label()
+		}
+		switch {
+		case s.Interrupted:
 			level += " (partial)"
-		} else if s.Stable != nil && !*s.Stable {
+		case s.StoppedEarly != "":
+			level += " (" + s.StoppedEarly + ")"
+		case s.Stable != nil && !*s.Stable:
 			level += " (unstable)"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t\n",
+		good := ""
+		if goodput {
+			good = "-\t"
+			if s.Goodput != nil {
+				good = fmt.Sprintf("%.2f\t", s.Goodput.Ratio*100)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\n",
 			level, s.Requests, s.RequestsPerSecond, s.OutputTokensPerSecond,
 			ms(s.TTFT, s.TTFT.P50), ms(s.TTFT, s.TTFT.P95), ms(s.TTFT, s.TTFT.P99),
 			ms(s.TPOT, s.TPOT.P50), ms(s.TPOT, s.TPOT.P95),
 			ms(s.ITL, s.ITL.P50), ms(s.ITL, s.ITL.P99),
 			ms(s.Latency, s.Latency.P50), ms(s.Latency, s.Latency.P99),
-			s.ErrorRate*100)
+			s.ErrorRate*100, good)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "Times in ms. Req/s counts successful requests over the measurement span (docs/bench.md).")
+}
+
+// worstLabel names the step where a threshold was worst; steps of a
+// quick sweep differ in mode, so the step's own label is used.
+func worstLabel(rep *Report, r ThresholdResult) string {
+	for _, s := range rep.Steps {
+		if s.Index == r.WorstStep {
+			return s.Label()
+		}
+	}
+	return Label(rep.Steps[0].Mode, r.WorstLevel)
 }
 
 func writeThresholds(w io.Writer, rep *Report) {
@@ -195,9 +272,9 @@ func writeThresholds(w io.Writer, rep *Report) {
 		case r.WorstStep == 0:
 			detail = "no step ran"
 		case r.Missing && r.WorstValue == nil:
-			detail = fmt.Sprintf("no value at %s (no successful request)", Label(rep.Steps[0].Mode, r.WorstLevel))
+			detail = fmt.Sprintf("no value at %s (no successful request)", worstLabel(rep, r))
 		default:
-			detail = fmt.Sprintf("worst %s at %s", r.Format(*r.WorstValue), Label(rep.Steps[0].Mode, r.WorstLevel))
+			detail = fmt.Sprintf("worst %s at %s", r.Format(*r.WorstValue), worstLabel(rep, r))
 			if r.Missing {
 				detail += "; some step had no value"
 			}
@@ -216,6 +293,7 @@ type outputs struct {
 	csvNew   bool
 	requests *os.File
 	reqBuf   *bufio.Writer
+	html     *os.File
 }
 
 // openOutputs opens every output file before any load is sent.
@@ -253,6 +331,12 @@ func openOutputs(o Options) (*outputs, error) {
 		}
 		out.reqBuf = bufio.NewWriter(out.requests)
 	}
+	if o.HTMLPath != "" {
+		if out.html, err = os.Create(o.HTMLPath); err != nil {
+			out.close()
+			return nil, fmt.Errorf("--html: %w", err)
+		}
+	}
 	return out, nil
 }
 
@@ -275,7 +359,7 @@ func checkCSVHeader(path string) error {
 }
 
 func (out *outputs) close() {
-	for _, f := range []*os.File{out.json, out.csv, out.requests} {
+	for _, f := range []*os.File{out.json, out.csv, out.requests, out.html} {
 		if f != nil {
 			_ = f.Close()
 		}
@@ -419,7 +503,17 @@ func (out *outputs) finish(rep *Report) error {
 			errs = append(errs, fmt.Errorf("--csv: %w", err))
 		}
 	}
-	for _, f := range []*os.File{out.json, out.csv, out.requests} {
+	if out.html != nil {
+		w := bufio.NewWriter(out.html)
+		err := WriteHTML(w, rep)
+		if err == nil {
+			err = w.Flush()
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--html: %w", err))
+		}
+	}
+	for _, f := range []*os.File{out.json, out.csv, out.requests, out.html} {
 		if f != nil {
 			if err := f.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
 				errs = append(errs, err)
@@ -440,7 +534,8 @@ func csvHeader() []string {
 			h = append(h, s+"_"+st)
 		}
 	}
-	return h
+	// Added for capacity searches and quick sweeps; empty otherwise.
+	return append(h, "phase", "trial", "stopped_early", "goodput")
 }
 
 func writeCSV(f io.Writer, header bool, rep *Report) error {
@@ -469,6 +564,14 @@ func writeCSV(f io.Writer, header bool, rep *Report) error {
 				}
 			}
 		}
+		trial, goodput := "", ""
+		if s.Trial > 0 {
+			trial = strconv.Itoa(s.Trial)
+		}
+		if s.Goodput != nil {
+			goodput = num(s.Goodput.Ratio)
+		}
+		row = append(row, s.Phase, trial, s.StoppedEarly, goodput)
 		if err := w.Write(row); err != nil {
 			return err
 		}

@@ -73,7 +73,7 @@ func (p *progress) print(s *stepRun, now time.Time) {
 
 func (p *progress) line(s *stepRun, sn snapshot) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "step %d/%d %s", s.step.Index, p.steps, s.step.Label())
+	fmt.Fprintf(&b, "step %s %s", stepOf(s.step.Index, p.steps), s.step.Label())
 	if p.live {
 		switch {
 		case sn.total > 0:
@@ -128,4 +128,13 @@ func seconds(d, scale time.Duration) string {
 		return fmt.Sprintf("%.1fs", d.Seconds())
 	}
 	return fmt.Sprintf("%.0fs", d.Seconds())
+}
+
+// stepOf is "3/5", or "3" when the number of steps is not known in
+// advance (a capacity search).
+func stepOf(i, n int) string {
+	if n <= 0 {
+		return fmt.Sprint(i)
+	}
+	return fmt.Sprintf("%d/%d", i, n)
 }

@@ -166,7 +166,7 @@ func TestValidate(t *testing.T) {
 		s    Settings
 		want string
 	}{
-		{Settings{Mode: "x", Levels: []float64{1}, Duration: time.Second}, "want concurrency or rate"},
+		{Settings{Mode: "x", Levels: []float64{1}, Duration: time.Second}, "want concurrency, rate or trace"},
 		{Settings{Mode: ModeConcurrency, Duration: time.Second}, "no levels"},
 		{Settings{Mode: ModeConcurrency, Levels: []float64{1}, Duration: time.Second, Poisson: true}, "use it with --rate"},
 		{Settings{Mode: ModeConcurrency, Levels: []float64{1}}, "--duration must be positive"},

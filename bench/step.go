@@ -19,6 +19,12 @@ type Step struct {
 	Mode    Mode    `json:"mode"`
 	Level   float64 `json:"level"`
 	Poisson bool    `json:"poisson,omitempty"`
+	// Burstiness is the gamma shape of a rate step's gaps (0: not gamma).
+	Burstiness float64 `json:"burstiness,omitempty"`
+	// Phase says why a capacity search or quick sweep ran the step:
+	// bracket or bisect (with Trial), synchronous, throughput or sweep.
+	Phase string `json:"phase,omitempty"`
+	Trial int    `json:"trial,omitempty"`
 
 	StartedAt            time.Time `json:"started_at"`
 	MeasurementStartedAt time.Time `json:"measurement_started_at"`
@@ -49,7 +55,21 @@ type Step struct {
 	WarmupSkipped  int            `json:"warmup_skipped"`
 	ScheduleLagP99 float64        `json:"schedule_lag_p99_seconds"`
 
+	// StoppedEarly says why a capacity-search step ended before its
+	// windows did: "goodput" (clearly below the objective) or
+	// "oversaturated" (TTFT and in-flight requests rising). Such a step
+	// fails; its statistics cover what was measured until then.
+	StoppedEarly string `json:"stopped_early,omitempty"`
+	// Goodput is set when an SLO was given (--slo).
+	Goodput *Goodput `json:"goodput,omitempty"`
+
 	Stats
+	// Histograms make the step mergeable (llm-prober bench-merge).
+	Histograms *Histograms `json:"histograms,omitempty"`
+	// FirstStart and LastEnd bound the measurement span exactly, so a
+	// merge can compute the union's span.
+	FirstStart time.Time `json:"first_request_start,omitzero"`
+	LastEnd    time.Time `json:"last_response_end,omitzero"`
 
 	records []*record
 }
@@ -68,6 +88,7 @@ type WindowSummary struct {
 type record struct {
 	window  int
 	planned time.Time
+	seq     int
 	*sample
 }
 
@@ -82,9 +103,12 @@ type window struct {
 // assigned by send time (or by send count with --requests), and a
 // controller deciding when the step is over.
 type stepRun struct {
-	o          *Options
-	step       *Step
-	count      bool // windows of o.Requests sends rather than of o.Duration
+	o     *Options
+	step  *Step
+	count bool // windows of o.Requests sends rather than of dur
+	// dur is a window's length: o.Duration, or for a trace its span at
+	// the step's speed (one window holds the whole replay).
+	dur        time.Duration
 	maxWindows int
 	measure    time.Time
 	changed    chan struct{}
@@ -94,6 +118,13 @@ type stepRun struct {
 	warmup  int
 	wSkip   int
 	windows []*window
+	// inflight counts every send not yet ended, warm-up included, and
+	// inflightAt samples it for the over-saturation check.
+	inflight   int
+	inflightAt [][2]float64
+	// traceSeen counts a trace's arrivals sent or skipped, warm-up
+	// included: the replay is over when it reaches the trace's length.
+	traceSeen int
 	// live progress
 	liveTTFT   []float64
 	liveDone   int
@@ -102,16 +133,25 @@ type stepRun struct {
 
 var errInterrupted = errors.New("interrupted")
 
-func newStepRun(o *Options, index int, level float64) *stepRun {
+func newStepRun(o *Options, index int, mode Mode, level float64) *stepRun {
 	s := &stepRun{
 		o:          o,
-		count:      o.Requests > 0,
+		count:      o.Requests > 0 && mode != ModeTrace,
 		maxWindows: 1,
 		changed:    make(chan struct{}, 1),
 		step: &Step{
-			Index: index, Mode: o.Mode, Level: level, Poisson: o.Mode == ModeRate && o.Poisson,
+			Index: index, Mode: mode, Level: level, Poisson: mode == ModeRate && o.Poisson && o.Burstiness == 0,
 			Skipped: map[string]int{},
 		},
+	}
+	if mode == ModeRate {
+		s.step.Burstiness = o.Burstiness
+	}
+	s.dur = o.Duration
+	if mode == ModeTrace {
+		// For the progress bar only: a trace step ends when every
+		// arrival was sent or skipped (traceSeen), not on a clock.
+		s.dur = time.Duration(float64(o.Trace.Span()) / level)
 	}
 	if o.Stability > 0 {
 		s.maxWindows = o.MaxWindows
@@ -133,6 +173,11 @@ func (s *stepRun) windowAt(now time.Time) int {
 	if now.Before(s.measure) {
 		return -1
 	}
+	if s.step.Mode == ModeTrace {
+		// One window holds the whole replay, however late its last
+		// arrival comes on a busy machine.
+		return 0
+	}
 	if s.count {
 		n := 0
 		for _, w := range s.windows {
@@ -140,7 +185,7 @@ func (s *stepRun) windowAt(now time.Time) int {
 		}
 		return n / s.o.Requests
 	}
-	return int(now.Sub(s.measure) / s.o.Duration)
+	return int(now.Sub(s.measure) / s.dur)
 }
 
 // admit decides whether a send goes out, and into which window.
@@ -149,6 +194,9 @@ func (s *stepRun) admit(now time.Time) (int, bool) {
 	defer s.mu.Unlock()
 	if s.closed {
 		return 0, false
+	}
+	if s.step.Mode == ModeTrace {
+		s.traceSeen++
 	}
 	k := s.windowAt(now)
 	switch {
@@ -161,11 +209,13 @@ func (s *stepRun) admit(now time.Time) (int, bool) {
 		w.sends++
 		w.pending++
 	}
+	s.inflight++
 	return k, true
 }
 
 func (s *stepRun) finish(rec *record) {
 	s.mu.Lock()
+	s.inflight--
 	if rec.window >= 0 {
 		w := s.window(rec.window)
 		w.pending--
@@ -190,18 +240,28 @@ func (s *stepRun) skip(reason string) {
 	if s.closed {
 		return
 	}
+	if s.step.Mode == ModeTrace {
+		s.traceSeen++
+	}
 	switch k := s.windowAt(time.Now()); {
 	case k < 0:
 		s.wSkip++
 	case k < s.maxWindows:
 		s.window(k).skipped[reason]++
 	}
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
 }
 
 func (s *stepRun) job() schedule.Job {
 	spec := schedule.Spec{Concurrency: int(s.step.Level), MaxInFlight: int(s.step.Level)}
-	if s.o.Mode == ModeRate {
-		spec = schedule.Spec{Rate: s.step.Level, Poisson: s.o.Poisson, MaxInFlight: s.o.MaxInFlight}
+	switch s.step.Mode {
+	case ModeRate:
+		spec = schedule.Spec{Rate: s.step.Level, Poisson: s.o.Poisson, Burstiness: s.o.Burstiness, MaxInFlight: s.o.MaxInFlight}
+	case ModeTrace:
+		spec = schedule.Spec{Trace: s.o.Trace.Offsets(s.step.Level), MaxInFlight: s.o.MaxInFlight}
 	}
 	return schedule.Job{
 		Key:         "bench/" + s.step.Label(),
@@ -215,9 +275,13 @@ func (s *stepRun) job() schedule.Job {
 				// of asking again at once until the runner stops.
 				return false
 			}
-			res := s.o.Probe.Send(ctx).Result
+			p := s.o.Probe
+			if s.step.Mode == ModeTrace {
+				p = s.o.Trace.probe(p, tk.Seq)
+			}
+			res := p.Send(ctx).Result
 			tk.Sent(res.Start)
-			rec := &record{window: k, planned: tk.Planned, sample: newSample(res)}
+			rec := &record{window: k, planned: tk.Planned, seq: tk.Seq, sample: newSample(res)}
 			if s.o.RequestsPath != "" {
 				// Encoded now, so the Result and its chunk times can go.
 				rec.export = encodeRequestRecord(s.step, rec, res)
@@ -234,7 +298,7 @@ func (s *stepRun) run(ctx context.Context, progress *progress) *Step {
 	step.StartedAt = time.Now()
 	s.measure = step.StartedAt.Add(s.o.Warmup)
 	step.MeasurementStartedAt = s.measure
-	runner := schedule.NewRunner(s.o.Logger, schedule.Options{Seed: s.o.Seed})
+	runner := schedule.NewRunner(runnerLogger(s.o.Logger), schedule.Options{Seed: s.o.Seed})
 	runner.Apply([]schedule.Job{s.job()})
 	stopProgress := progress.start(s)
 
@@ -243,7 +307,14 @@ func (s *stepRun) run(ctx context.Context, progress *progress) *Step {
 	s.closed = true
 	s.mu.Unlock()
 	drain := s.o.Probe.Timeout + time.Second
-	if err != nil {
+	var early *earlyStop
+	switch {
+	case errors.As(err, &early):
+		// Past the knee the queue holds many requests; waiting for them
+		// would turn seconds into minutes for a verdict already known.
+		step.StoppedEarly = early.reason
+		drain = min(s.o.InterruptDrain, earlyStopDrain)
+	case err != nil:
 		step.Interrupted = true
 		drain = s.o.InterruptDrain
 	}
@@ -264,7 +335,7 @@ func (s *stepRun) run(ctx context.Context, progress *progress) *Step {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if step.Interrupted {
+	if step.Interrupted || step.StoppedEarly != "" {
 		// What was measured so far: the last (up to) three windows with
 		// anything in them, the current partial one included.
 		hi := len(s.windows)
@@ -273,7 +344,7 @@ func (s *stepRun) run(ctx context.Context, progress *progress) *Step {
 		}
 		reported = [2]int{max(0, hi-s.reportSpan()), hi}
 	}
-	if s.o.Stability > 0 && !step.Interrupted {
+	if s.o.Stability > 0 && !step.Interrupted && step.StoppedEarly == "" {
 		step.Stable = &stableVerdict
 	}
 	s.collect(reported)
@@ -332,20 +403,39 @@ func (s *stepRun) windowStats(k int) Stats {
 // waitWindow returns once window k is over (its time passed, or its
 // --requests sends went out) and every request sent in it has ended.
 func (s *stepRun) waitWindow(ctx context.Context, k int) error {
-	if !s.count {
-		end := s.measure.Add(time.Duration(k+1) * s.o.Duration)
+	// check is nil unless a capacity search may end the step early; it
+	// then ticks, and each tick judges what was measured so far.
+	var check <-chan time.Time
+	if s.o.Search != nil {
+		t := time.NewTicker(earlyCheckEvery)
+		defer t.Stop()
+		check = t.C
+	}
+	if !s.count && s.step.Mode != ModeTrace {
+		end := s.measure.Add(time.Duration(k+1) * s.dur)
 		t := time.NewTimer(time.Until(end))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return errInterrupted
-		case <-t.C:
+		defer t.Stop()
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return errInterrupted
+			case <-t.C:
+				break wait
+			case now := <-check:
+				if reason := s.earlyStop(now); reason != "" {
+					return &earlyStop{reason}
+				}
+			}
 		}
 	}
 	for {
 		s.mu.Lock()
 		w := s.window(k)
 		done := w.pending == 0 && (!s.count || w.sends >= s.o.Requests)
+		if s.step.Mode == ModeTrace {
+			done = w.pending == 0 && s.traceSeen >= len(s.o.Trace.Records)
+		}
 		s.mu.Unlock()
 		if done {
 			return nil
@@ -354,6 +444,10 @@ func (s *stepRun) waitWindow(ctx context.Context, k int) error {
 		case <-ctx.Done():
 			return errInterrupted
 		case <-s.changed:
+		case now := <-check:
+			if reason := s.earlyStop(now); reason != "" {
+				return &earlyStop{reason}
+			}
 		}
 	}
 }
@@ -380,7 +474,7 @@ func (s *stepRun) collect(reported [2]int) {
 			step.SkippedTotal += n
 		}
 		for _, r := range w.records {
-			if step.Interrupted && r.cancelled {
+			if (step.Interrupted || step.StoppedEarly != "") && r.cancelled {
 				step.CancelledRequests++
 				continue
 			}
@@ -395,6 +489,38 @@ func (s *stepRun) collect(reported [2]int) {
 	slices.Sort(lags)
 	step.ScheduleLagP99 = stats.Percentile(lags, 0.99)
 	step.Stats = computeStats(samples)
+	step.Histograms = newHistograms(samples)
+	step.FirstStart, step.LastEnd = span(samples)
+	if s.o.SLO.Set() {
+		g := &Goodput{Offered: len(samples) + step.SkippedTotal, Objective: s.o.objective()}
+		for _, sm := range samples {
+			if s.o.SLO.good(sm) {
+				g.Good++
+			}
+		}
+		if g.Offered > 0 {
+			g.Ratio = float64(g.Good) / float64(g.Offered)
+		}
+		if step.MeasurementSeconds > 0 {
+			g.GoodPerSecond = float64(g.Good) / step.MeasurementSeconds
+		}
+		g.Passed = g.Offered > 0 && g.Ratio >= g.Objective && step.StoppedEarly == "" && !step.Interrupted
+		step.Goodput = g
+	}
+}
+
+// span is the measurement span's bounds: the first start and last end.
+func span(samples []*sample) (first, last time.Time) {
+	for _, r := range samples {
+		end := r.start.Add(r.endToEnd)
+		if first.IsZero() || r.start.Before(first) {
+			first = r.start
+		}
+		if last.IsZero() || end.After(last) {
+			last = end
+		}
+	}
+	return first, last
 }
 
 // snapshot is what the progress line shows.
@@ -417,7 +543,7 @@ func (s *stepRun) snapshot(now time.Time) snapshot {
 	}
 	s.mu.Unlock()
 	if !s.count {
-		sn.total = s.o.Warmup + time.Duration(s.maxWindows)*s.o.Duration
+		sn.total = s.o.Warmup + time.Duration(s.maxWindows)*s.dur
 	}
 	if sn.measuring {
 		sn.measuredFor = now.Sub(s.measure)

@@ -14,6 +14,8 @@ type Mode string
 const (
 	ModeConcurrency Mode = "concurrency"
 	ModeRate        Mode = "rate"
+	// ModeTrace replays --trace; a level is the speed (2: twice as fast).
+	ModeTrace Mode = "trace"
 )
 
 // maxSteps bounds a sweep: "1:1000000:1" is a typo, not a plan.
@@ -146,6 +148,9 @@ func parseLevel(mode Mode, s string) (float64, error) {
 			return 0, fmt.Errorf("concurrency %q is beyond %d", s, 1<<20)
 		}
 	default:
+		if mode == ModeTrace && !(v > 0 && v <= 1e6) {
+			return 0, fmt.Errorf("trace speed %q must be > 0 (1 plays the trace as recorded, 2 twice as fast)", s)
+		}
 		if !(v > 0) {
 			return 0, fmt.Errorf("rate %q must be > 0 requests per second", s)
 		}
@@ -161,8 +166,11 @@ func FormatLevel(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) 
 
 // Label names a step's level for people: "concurrency 8", "rate 2.5/s".
 func Label(mode Mode, level float64) string {
-	if mode == ModeRate {
+	switch mode {
+	case ModeRate:
 		return "rate " + FormatLevel(level) + "/s"
+	case ModeTrace:
+		return "trace ×" + FormatLevel(roundLevel(level))
 	}
 	return "concurrency " + FormatLevel(level)
 }

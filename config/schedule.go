@@ -27,6 +27,9 @@ type Schedule struct {
 	// by Distribution: constant or poisson.
 	Rate         Rate   `yaml:"rate,omitempty"`
 	Distribution string `yaml:"distribution,omitempty"`
+	// Burstiness shapes gamma gaps: 1 is Poisson, below 1 burstier,
+	// above 1 more regular; set only with distribution: gamma.
+	Burstiness *float64 `yaml:"burstiness,omitempty"`
 	// Concurrency is a closed loop of that many workers.
 	Concurrency int `yaml:"concurrency,omitempty"`
 	// Burst sends that many requests together, every Period or at Cron.
@@ -195,7 +198,7 @@ const (
 )
 
 // ScheduleDistributions are the spacings of rate schedules.
-func ScheduleDistributions() []string { return []string{"constant", "poisson"} }
+func ScheduleDistributions() []string { return []string{"constant", "poisson", "gamma"} }
 
 // ParseRate parses "N/s", "N/m" or "N/h" into arrivals per second.
 func ParseRate(s string) (float64, error) {
@@ -279,6 +282,9 @@ func (s *Schedule) applyDefaults(timeout time.Duration) {
 	if s.Distribution == "" && (!s.Rate.IsZero() || len(s.Stages) > 0) {
 		s.Distribution = "constant"
 	}
+	if s.Distribution == "gamma" && s.Burstiness == nil {
+		s.Burstiness = new(1.0)
+	}
 	if s.Repeat == nil && len(s.Stages) > 0 {
 		s.Repeat = new(false)
 	}
@@ -324,6 +330,14 @@ func (s *Schedule) validate(d *decoder, path string, targetMaxInFlight int) {
 			d.at(path+".distribution", "unknown distribution %q; want one of %s", s.Distribution, strings.Join(ScheduleDistributions(), ", "))
 		} else if s.Rate.IsZero() && len(s.Stages) == 0 {
 			d.at(path+".distribution", "distribution applies to rate: and stages: only")
+		}
+	}
+	if s.Burstiness != nil {
+		switch b := *s.Burstiness; {
+		case s.Distribution != "gamma":
+			d.at(path+".burstiness", "burstiness shapes gamma gaps; set distribution: gamma with it")
+		case !(b > 0) || math.IsInf(b, 0):
+			d.at(path+".burstiness", "want a number > 0 (1 is Poisson, below 1 burstier, above 1 more regular), got %g", b)
 		}
 	}
 	if s.Concurrency < 0 || s.Concurrency > maxConcurrency {
@@ -409,6 +423,14 @@ func (s *Schedule) validateStages(d *decoder, path string) {
 	}
 }
 
+// gammaShape is the scheduler's Burstiness: zero unless gamma gaps.
+func (s *Schedule) gammaShape() float64 {
+	if s.Distribution != "gamma" || s.Burstiness == nil {
+		return 0
+	}
+	return *s.Burstiness
+}
+
 // Spec converts a validated schedule into the scheduler's terms: a copy of
 // what was parsed at load, with nothing left to fail.
 func (s *Schedule) Spec() schedule.Spec {
@@ -417,6 +439,7 @@ func (s *Schedule) Spec() schedule.Spec {
 		Jitter:      time.Duration(s.Jitter),
 		Rate:        s.Rate.PerSecond(),
 		Poisson:     s.Distribution == "poisson",
+		Burstiness:  s.gammaShape(),
 		Concurrency: s.Concurrency,
 		Burst:       s.Burst,
 		Period:      time.Duration(s.Period),

@@ -27,6 +27,9 @@ func TestScheduleParsedAtLoad(t *testing.T) {
 	if spec.Rate != 0.5 || !spec.Poisson || spec.MaxInFlight != 8 {
 		t.Errorf("poisson spec: %+v", spec)
 	}
+	if g := probes["gamma"].Schedule.Spec(); g.Rate != 2 || g.Burstiness != 0.5 || g.Poisson {
+		t.Errorf("gamma spec: %+v", g)
+	}
 	c := probes["cron-burst"].Schedule.Cron
 	if c.String() != "0 * * * *" || c.Schedule() == nil || probes["cron-burst"].Schedule.Spec().Cron != c.Schedule() {
 		t.Errorf("cron: %q %v", c, c.Schedule())

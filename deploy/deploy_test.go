@@ -181,6 +181,7 @@ func TestManifestFiles(t *testing.T) {
 		"central.yaml":        {"ConfigMap", "Deployment", "Service", "ServiceMonitor"},
 		"sharded.yaml":        {"ConfigMap", "StatefulSet", "Service", "ServiceMonitor"},
 		"prometheusrule.yaml": {"PrometheusRule"},
+		"bench-job.yaml":      {"ConfigMap", "PersistentVolumeClaim", "Job"},
 	}
 	paths, err := filepath.Glob("kubernetes/*.yaml")
 	if err != nil {

@@ -166,6 +166,7 @@ func begin(req *Request) (*Request, *Result) {
 	if req.CaptureAnswer {
 		r.answer = &answerText{}
 	}
+	r.expectChunks(req)
 	if r.RequestID == "" {
 		r.RequestID = newRequestID()
 	}
@@ -304,6 +305,8 @@ func (ex *exchange) attempt(client *http.Client, r *Result, endpoint string, bod
 	ct := ex.trace.clientTrace()
 	if release != nil {
 		ex.trace.holdHooks(ex.ctx, ct, release, !ex.t.opts.NewConnectionPerProbe)
+	} else {
+		ex.trace.stampWrites(ct)
 	}
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ex.ctx, ct),
 		http.MethodPost, endpoint, bytes.NewReader(body))
@@ -322,7 +325,8 @@ func (ex *exchange) attempt(client *http.Client, r *Result, endpoint string, bod
 	// connection (DNS, connect, TLS when none is pooled) and writing the
 	// request, as the TTFT definition requires, but none of our own
 	// marshalling. The phases are exported separately for both views.
-	// A held request takes Start when it is let through instead.
+	// A held request, and one written on a pooled HTTP/1.x connection,
+	// take Start when their write begins instead (stampWrites).
 	r.Start = time.Now()
 	ex.start = r.Start
 	resp, err := client.Do(req)
@@ -598,6 +602,11 @@ func (w *watchedBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// lastRead is when the latest Read that delivered bytes returned: the line
+// reader takes its arrival times from here rather than reading the clock
+// a second time per read.
+func (w *watchedBody) lastRead() time.Time { return w.last }
 
 // stallWatch calls onStall once no byte has arrived for timeout. A read
 // only stores its time in an atomic (touch); one timer per exchange fires

@@ -53,7 +53,10 @@ type lineReader struct {
 	// itself in the error.
 	tooLong error
 	// at is the return time of the latest Read that delivered bytes.
-	at    time.Time
+	at time.Time
+	// clock is r's own record of that time, when it keeps one (the HTTP
+	// drivers' watchedBody), so the clock is read once per read.
+	clock timedReader
 	err   error // sticky error from the underlying reader
 	empty int   // consecutive (0, nil) reads
 }
@@ -64,8 +67,10 @@ func newLineReader(r io.Reader, maxLine int, maxBody int64, loneCR bool, tooLong
 	if maxLine <= 0 {
 		maxLine = DefaultMaxLineBytes
 	}
+	clock, _ := r.(timedReader)
 	return lineReader{
 		r:       r,
+		clock:   clock,
 		buf:     make([]byte, min(lineReaderInitialBuffer, maxLine+1)),
 		maxLine: maxLine,
 		maxBody: maxBody,
@@ -131,6 +136,13 @@ func (l *lineReader) rest() []byte {
 	return b
 }
 
+// timedReader is a reader that records when its latest Read delivering
+// bytes returned.
+type timedReader interface {
+	io.Reader
+	lastRead() time.Time
+}
+
 // indexEOL finds the first CR or LF.
 func indexEOL(b []byte) int {
 	i := bytes.IndexByte(b, '\n')
@@ -157,7 +169,12 @@ func (l *lineReader) fill() {
 		l.buf = nb
 	}
 	n, err := l.r.Read(l.buf[l.end:])
-	now := time.Now()
+	var now time.Time
+	if l.clock != nil {
+		now = l.clock.lastRead()
+	} else {
+		now = time.Now()
+	}
 	if n < 0 || n > len(l.buf)-l.end {
 		n, err = 0, fmt.Errorf("body reader returned invalid count %d", n)
 	}

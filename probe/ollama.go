@@ -33,6 +33,8 @@ type ollamaDriver struct {
 	t    *httpTarget
 	chat bool
 	url  string
+	// bodies names this driver's encodings in workload items' caches.
+	bodies *encoderKey
 }
 
 func newOllamaDriver(opts TargetOptions, logger *slog.Logger) (Driver, error) {
@@ -52,7 +54,7 @@ func newOllamaDriver(opts TargetOptions, logger *slog.Logger) (Driver, error) {
 	if chat {
 		path = ollamaChatPath
 	}
-	return &ollamaDriver{t: t, chat: chat, url: nativeEndpoint(t.base, path, ollamaChatPath, ollamaGeneratePath)}, nil
+	return &ollamaDriver{t: t, chat: chat, url: nativeEndpoint(t.base, path, ollamaChatPath, ollamaGeneratePath), bodies: new(encoderKey)}, nil
 }
 
 func (d *ollamaDriver) Close() { d.t.close() }
@@ -61,7 +63,7 @@ func (d *ollamaDriver) Close() { d.t.close() }
 func (d *ollamaDriver) Probe(ctx context.Context, req *Request) *Result {
 	req, r := begin(req)
 	defer d.t.done(r)
-	body, err := d.requestBody(req)
+	body, err := encodeBody(d.bodies, d.encodeBody, req, r.RequestID)
 	// Ollama ignores Accept; "application/json" (what send sets for a
 	// non-streamed request) is the closest honest value for NDJSON too,
 	// rather than claiming text/event-stream.
@@ -76,6 +78,62 @@ func (d *ollamaDriver) Probe(ctx context.Context, req *Request) *Result {
 // (keep_alive, think, format, ...), except an "options" object, which is
 // merged into the built options; a nil value removes a built field.
 func (d *ollamaDriver) requestBody(req *Request) ([]byte, error) {
+	if len(req.Extra) == 0 {
+		return json.Marshal(d.requestFields(req))
+	}
+	return d.requestBodyMap(req)
+}
+
+// encodeBody is requestBody as a bodyEncoder; the body carries no id.
+func (d *ollamaDriver) encodeBody(req *Request, _ string) ([]byte, error) { return d.requestBody(req) }
+
+// ollamaRequest is the body requestBodyMap builds, as structs whose fields
+// are in the order encoding/json sorts a map's keys and are omitted
+// exactly when the map leaves the key out: the same bytes
+// (TestOllamaRequestBodyStructMatchesMap) from json's cached struct
+// encoder, without maps built, sorted and reflected over.
+type ollamaRequest struct {
+	Messages []Message      `json:"messages,omitempty"`
+	Model    string         `json:"model"`
+	Options  *ollamaOptions `json:"options,omitempty"`
+	Prompt   *string        `json:"prompt,omitempty"`
+	Stream   bool           `json:"stream"`
+}
+
+type ollamaOptions struct {
+	NumPredict  int      `json:"num_predict,omitempty"`
+	Seed        *int64   `json:"seed,omitempty"`
+	Stop        []string `json:"stop,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
+	TopP        *float64 `json:"top_p,omitempty"`
+}
+
+// requestFields is requestBodyMap's body for a request without Extra.
+func (d *ollamaDriver) requestFields(req *Request) *ollamaRequest {
+	b := &ollamaRequest{Model: req.modelOr(d.t.opts.Model), Stream: req.Stream}
+	if d.chat {
+		// chatMessages is never empty, so omitempty never drops it.
+		b.Messages = req.chatMessages()
+	} else {
+		p := req.promptText()
+		b.Prompt = &p
+	}
+	o := ollamaOptions{Seed: req.Seed, Temperature: req.Temperature, TopP: req.TopP}
+	if req.MaxTokens > 0 {
+		o.NumPredict = req.MaxTokens
+	}
+	if len(req.Stop) > 0 {
+		o.Stop = req.Stop
+	}
+	if o.NumPredict > 0 || o.Seed != nil || o.Stop != nil || o.Temperature != nil || o.TopP != nil {
+		b.Options = &o
+	}
+	return b
+}
+
+// requestBodyMap builds the body as maps, which Extra entries can
+// override or remove fields of.
+func (d *ollamaDriver) requestBodyMap(req *Request) ([]byte, error) {
 	m := make(map[string]any, 8)
 	m["model"] = req.modelOr(d.t.opts.Model)
 	if d.chat {

@@ -20,6 +20,8 @@ type openAIDriver struct {
 	t    *httpTarget
 	chat bool
 	url  string
+	// bodies names this driver's encodings in workload items' caches.
+	bodies *encoderKey
 }
 
 func (d *openAIDriver) Close() { d.t.close() }
@@ -28,7 +30,7 @@ func (d *openAIDriver) Close() { d.t.close() }
 func (d *openAIDriver) Probe(ctx context.Context, req *Request) *Result {
 	req, r := begin(req)
 	defer d.t.done(r)
-	body, err := d.requestBody(req)
+	body, err := encodeBody(d.bodies, d.encodeBody, req, r.RequestID)
 	d.t.roundTrip(ctx, r, d.url, body, err, req.Stream, req.Stream, d)
 	return r
 }
@@ -65,6 +67,11 @@ func (t *httpTarget) done(r *Result) {
 // overrides a built field; an Extra entry with a nil value removes it (e.g.
 // stream_options for a server that rejects it).
 func (d *openAIDriver) requestBody(req *Request) ([]byte, error) {
+	return d.encodeBody(req, "")
+}
+
+// encodeBody is requestBody as a bodyEncoder; the body carries no id.
+func (d *openAIDriver) encodeBody(req *Request, _ string) ([]byte, error) {
 	if len(req.Extra) == 0 {
 		return json.Marshal(d.requestFields(req))
 	}
@@ -586,7 +593,7 @@ type streamState struct {
 var doneMarker = []byte("[DONE]")
 
 func (d *openAIDriver) readStream(ex *exchange, r *Result) {
-	var st streamState
+	st := streamState{cum: make([]int, 0, cap(r.Chunks))}
 	var chunk oaiChunk
 	handle := func(ev *sseEvent) bool { return d.onEvent(ev, r, &st, &chunk) }
 	if err := ex.readEvents(handle, r); err != nil {

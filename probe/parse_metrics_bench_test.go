@@ -52,7 +52,10 @@ func BenchmarkParseToMetrics(b *testing.B) {
 	start := time.Now()
 	for b.Loop() {
 		rd.Reset(body)
-		r := &probe.Result{RequestID: "0123456789abcdef0123456789abcdef", Start: time.Now(), Streamed: true, StatusCode: 200}
+		// As a driver starts it (the Result is sized for the tokens asked
+		// for), but with a fixed id.
+		r := probe.BeginResult(&probe.Request{ID: "0123456789abcdef0123456789abcdef", Stream: true, MaxTokens: tokens})
+		r.Start, r.StatusCode = time.Now(), 200
 		probe.DecodeOpenAIStream(rd, r)
 		if r.Outcome != probe.OutcomeSuccess || r.OutputTokens != tokens {
 			b.Fatalf("outcome %s, %d tokens: %v", r.Outcome, r.OutputTokens, r.Err)

@@ -154,5 +154,5 @@ func newOpenAIDriver(opts TargetOptions, logger *slog.Logger, chat bool) (Driver
 	if chat {
 		endpoint = "/chat/completions"
 	}
-	return &openAIDriver{t: t, chat: chat, url: endpointURL(t.base, endpoint)}, nil
+	return &openAIDriver{t: t, chat: chat, url: endpointURL(t.base, endpoint), bodies: new(encoderKey)}, nil
 }

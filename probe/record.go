@@ -23,6 +23,21 @@ const maxTokensPerChunk = 1 << 16
 // errTooManyChunks fails a stream with more than maxChunks output chunks.
 var errTooManyChunks = fmt.Errorf("more than %d output chunks", maxChunks)
 
+// maxExpectedChunks bounds the room made for a stream's chunks up front:
+// an answer that ends early (a stop sequence, no ignore_eos) then wastes
+// at most this many Chunks, a longer one grows as before.
+const maxExpectedChunks = 4096
+
+// expectChunks makes room for the chunks of a streamed answer to req: one
+// per token asked for, plus one (some servers send a final chunk with
+// output and usage), so that recording a chunk never grows the slice in
+// the common case.
+func (r *Result) expectChunks(req *Request) {
+	if req.Stream && req.MaxTokens > 0 {
+		r.Chunks = make([]Chunk, 0, min(req.MaxTokens+1, maxExpectedChunks))
+	}
+}
+
 // addChunk records a chunk that carried output (content, reasoning or a
 // tool-call fragment), read at `at` and worth tokens output tokens. The
 // first one sets TTFT. Past maxChunks it records nothing and returns

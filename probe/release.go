@@ -85,7 +85,8 @@ type gateConn struct {
 }
 
 // writeGate is one armed request: its release, its context's end, and
-// where to record when the write was let through.
+// where to record when the write was let through. Without a release the
+// write only records its start (stampWrites).
 type writeGate struct {
 	release <-chan struct{}
 	done    <-chan struct{}
@@ -106,12 +107,14 @@ func (c *gateConn) Write(p []byte) (int, error) {
 	c.gate = nil
 	c.mu.Unlock()
 	if g != nil {
-		select {
-		case <-g.release:
-		case <-g.done:
-			return 0, errReleaseAbandoned
-		case <-c.closed:
-			return 0, net.ErrClosed
+		if g.release != nil {
+			select {
+			case <-g.release:
+			case <-g.done:
+				return 0, errReleaseAbandoned
+			case <-c.closed:
+				return 0, net.ErrClosed
+			}
 		}
 		g.trace.set(&g.trace.start)
 	}
@@ -172,6 +175,28 @@ func (tr *traceRecorder) holdHooks(ctx context.Context, ct *httptrace.ClientTrac
 			return
 		}
 		wait()
+	}
+}
+
+// stampWrites adds to ct what starts a request that is not held at its
+// write, as a held one starts: on a pooled HTTP/1.x connection, Start is
+// taken immediately before the first byte goes out, so that net/http's
+// work between Do and the write (the pool, handing the request to the
+// connection's writer goroutine and that goroutine waking up, the head
+// serialised) is not in TTFT. Under load that wake-up was most of the
+// client's share of TTFT. A new connection keeps Start before Do, so that
+// connection setup stays inside TTFT; HTTP/2 shares its connection's
+// writes among requests and keeps it there too.
+func (tr *traceRecorder) stampWrites(ct *httptrace.ClientTrace) {
+	gotConn := ct.GotConn
+	ct.GotConn = func(i httptrace.GotConnInfo) {
+		gotConn(i)
+		if !i.Reused {
+			return
+		}
+		if gc := heldConn(i.Conn); gc != nil {
+			gc.arm(&writeGate{trace: tr})
+		}
 	}
 }
 

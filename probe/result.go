@@ -105,6 +105,10 @@ type Request struct {
 	// assertions; drivers that cannot leave Answer empty (config refuses
 	// assertions on their protocols). Off, the answer's text is never kept.
 	CaptureAnswer bool
+	// Bodies, when set, is the workload item's cache of encoded bodies
+	// (BodyCache says what may differ between the requests sharing it).
+	// Nil encodes the body in full, as for a request built at send time.
+	Bodies *BodyCache
 }
 
 // Phases are the connection phases of the round trip, from net/http/httptrace

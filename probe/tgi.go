@@ -21,6 +21,8 @@ type tgiDriver struct {
 	t         *httpTarget
 	streamURL string
 	unaryURL  string
+	// bodies names this driver's encodings in workload items' caches.
+	bodies *encoderKey
 }
 
 const (
@@ -37,6 +39,7 @@ func newTGIDriver(opts TargetOptions, logger *slog.Logger) (Driver, error) {
 		t:         t,
 		streamURL: nativeEndpoint(t.base, tgiStreamPath, tgiStreamPath, tgiUnaryPath),
 		unaryURL:  nativeEndpoint(t.base, tgiUnaryPath, tgiStreamPath, tgiUnaryPath),
+		bodies:    new(encoderKey),
 	}, nil
 }
 
@@ -63,7 +66,7 @@ func (d *tgiDriver) Close() { d.t.close() }
 func (d *tgiDriver) Probe(ctx context.Context, req *Request) *Result {
 	req, r := begin(req)
 	defer d.t.done(r)
-	body, err := tgiRequestBody(req)
+	body, err := encodeBody(d.bodies, encodeTGIBody, req, r.RequestID)
 	endpoint := d.unaryURL
 	if req.Stream {
 		endpoint = d.streamURL
@@ -83,6 +86,60 @@ func (d *tgiDriver) Probe(ctx context.Context, req *Request) *Result {
 // Extra entries go into parameters, where all of TGI's knobs live (a nil
 // value removes a built one).
 func tgiRequestBody(req *Request) ([]byte, error) {
+	if len(req.Extra) == 0 {
+		return json.Marshal(tgiBody(req))
+	}
+	return tgiRequestBodyMap(req)
+}
+
+// encodeTGIBody is tgiRequestBody as a bodyEncoder; the body carries no id.
+func encodeTGIBody(req *Request, _ string) ([]byte, error) { return tgiRequestBody(req) }
+
+// tgiRequest is the body tgiRequestBodyMap builds, as structs whose fields
+// are in the order encoding/json sorts a map's keys and are omitted
+// exactly when the map leaves the key out: the same bytes
+// (TestTGIRequestBodyStructMatchesMap) from json's cached struct encoder,
+// without a map built, sorted and reflected over.
+type tgiRequest struct {
+	Inputs     string        `json:"inputs"`
+	Parameters tgiParameters `json:"parameters"`
+}
+
+type tgiParameters struct {
+	Details      bool     `json:"details"`
+	MaxNewTokens int      `json:"max_new_tokens,omitempty"`
+	Seed         *uint64  `json:"seed,omitempty"`
+	Stop         []string `json:"stop,omitempty"`
+	Temperature  *float64 `json:"temperature,omitempty"`
+	TopP         *float64 `json:"top_p,omitempty"`
+}
+
+// tgiBody is tgiRequestBodyMap's body for a request without Extra.
+func tgiBody(req *Request) *tgiRequest {
+	b := &tgiRequest{Inputs: req.promptText(), Parameters: tgiParameters{Details: true}}
+	p := &b.Parameters
+	if req.MaxTokens > 0 {
+		p.MaxNewTokens = req.MaxTokens
+	}
+	if t := req.Temperature; t != nil && *t > 0 {
+		p.Temperature = t
+	}
+	if tp := req.TopP; tp != nil && *tp > 0 && *tp < 1 {
+		p.TopP = tp
+	}
+	if s := req.Seed; s != nil {
+		u := uint64(*s)
+		p.Seed = &u
+	}
+	if len(req.Stop) > 0 {
+		p.Stop = req.Stop
+	}
+	return b
+}
+
+// tgiRequestBodyMap builds the body with parameters as a map, which Extra
+// entries can override or remove fields of.
+func tgiRequestBodyMap(req *Request) ([]byte, error) {
 	params := make(map[string]any, 8)
 	params["details"] = true
 	if req.MaxTokens > 0 {

@@ -29,6 +29,8 @@ type tritonGenerateDriver struct {
 	t      *httpTarget
 	triton TritonOptions
 	url    string // without the trailing "_stream"
+	// bodies names this driver's encodings in workload items' caches.
+	bodies *encoderKey
 }
 
 func newTritonGenerateDriver(opts TargetOptions, logger *slog.Logger) (Driver, error) {
@@ -40,7 +42,7 @@ func newTritonGenerateDriver(opts TargetOptions, logger *slog.Logger) (Driver, e
 	if err != nil {
 		return nil, err
 	}
-	return &tritonGenerateDriver{t: t, triton: tr, url: tritonModelURL(t.base, opts.Model, tr.ModelVersion)}, nil
+	return &tritonGenerateDriver{t: t, triton: tr, url: tritonModelURL(t.base, opts.Model, tr.ModelVersion), bodies: new(encoderKey)}, nil
 }
 
 // tritonModelURL is base + /v2/models/{model}[/versions/{v}]/generate. A
@@ -63,7 +65,7 @@ func (d *tritonGenerateDriver) Close() { d.t.close() }
 func (d *tritonGenerateDriver) Probe(ctx context.Context, req *Request) *Result {
 	req, r := begin(req)
 	defer d.t.done(r)
-	body, err := d.requestBody(req, r.RequestID)
+	body, err := encodeBody(d.bodies, d.requestBody, req, r.RequestID)
 	endpoint := d.url
 	if req.Stream {
 		endpoint += "_stream"

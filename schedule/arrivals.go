@@ -19,6 +19,16 @@ type Spec struct {
 	// Poisson, with exponentially distributed gaps.
 	Rate    float64
 	Poisson bool
+	// Burstiness, when positive, draws Rate's gaps from a gamma
+	// distribution of shape Burstiness and mean 1/Rate (vLLM's and
+	// AIPerf's burstiness): 1 is Poisson, below 1 burstier, above 1 more
+	// regular. It takes precedence over Poisson.
+	Burstiness float64
+	// Trace replays arrivals at these offsets from the job's start
+	// (sorted, already scaled); each ticket's Seq is its index, so the
+	// run can look up what the trace says about it. After the last
+	// arrival the job sends nothing.
+	Trace []time.Duration
 	// Concurrency is a closed loop: that many requests are kept in flight,
 	// each sent when the previous one of its worker ended.
 	Concurrency int
@@ -80,6 +90,8 @@ type mode struct {
 	every, jitter time.Duration
 	rate          float64
 	poisson       bool
+	burstiness    float64
+	trace         []time.Duration
 	concurrency   int
 	burst         int
 	period        time.Duration
@@ -87,12 +99,12 @@ type mode struct {
 }
 
 func (s Spec) mode() mode {
-	return mode{every: s.Every, jitter: s.Jitter, rate: s.Rate, poisson: s.Poisson,
-		concurrency: s.Concurrency, burst: s.Burst, period: s.Period, cron: s.Cron}
+	return mode{every: s.Every, jitter: s.Jitter, rate: s.Rate, poisson: s.Poisson, burstiness: s.Burstiness,
+		trace: s.Trace, concurrency: s.Concurrency, burst: s.Burst, period: s.Period, cron: s.Cron}
 }
 
 func (s Spec) stageMode(st Stage) mode {
-	return mode{rate: st.Rate, poisson: s.Poisson, concurrency: st.Concurrency}
+	return mode{rate: st.Rate, poisson: s.Poisson, burstiness: s.Burstiness, concurrency: st.Concurrency}
 }
 
 func (m mode) String() string {
@@ -103,6 +115,10 @@ func (m mode) String() string {
 		return fmt.Sprintf("burst=%d cron=%q", m.burst, m.cron)
 	case m.burst > 0:
 		return fmt.Sprintf("burst=%d period=%s", m.burst, m.period)
+	case len(m.trace) > 0:
+		return fmt.Sprintf("trace=%d arrivals over %s", len(m.trace), m.trace[len(m.trace)-1])
+	case m.rate > 0 && m.burstiness > 0:
+		return fmt.Sprintf("rate=%g/s distribution=gamma burstiness=%g", m.rate, m.burstiness)
 	case m.rate > 0:
 		dist := "constant"
 		if m.poisson {
@@ -122,6 +138,8 @@ func (m mode) meanInterval() time.Duration {
 		return time.Minute
 	case m.burst > 0:
 		return m.period
+	case len(m.trace) > 0:
+		return m.trace[len(m.trace)-1] / time.Duration(len(m.trace))
 	case m.rate > 0:
 		return time.Duration(float64(time.Second) / m.rate)
 	}
@@ -144,6 +162,10 @@ func (m mode) newArrivals(from time.Time, rng *rand.Rand) arrivals {
 		return &cronArrivals{c: m.cron, t: from.Add(-time.Nanosecond), n: m.burst}
 	case m.burst > 0:
 		return &periodic{base: from.Add(randDuration(rng, m.period)), every: m.period, n: m.burst}
+	case len(m.trace) > 0:
+		return &traceArrivals{t0: from, offsets: m.trace}
+	case m.rate > 0 && m.burstiness > 0:
+		return &gammaArrivals{t: from, rate: m.rate, shape: m.burstiness, rng: rng}
 	case m.rate > 0 && m.poisson:
 		return &poisson{t: from, rate: m.rate, rng: rng}
 	case m.rate > 0:
@@ -213,6 +235,64 @@ func (p *poisson) next() (time.Time, int) {
 	gap := p.rng.ExpFloat64() / p.rate * float64(time.Second)
 	p.t = p.t.Add(time.Duration(math.Min(gap, float64(math.MaxInt64/2))))
 	return p.t, 1
+}
+
+// gammaArrivals has independent gamma-distributed gaps of mean 1/rate.
+// The shape sets the burstiness: the gaps' coefficient of variation is
+// 1/√shape, so small shapes cluster arrivals into bursts separated by
+// long pauses, while the long-run rate stays exactly the same.
+type gammaArrivals struct {
+	t     time.Time
+	rate  float64
+	shape float64
+	rng   *rand.Rand
+}
+
+func (g *gammaArrivals) next() (time.Time, int) {
+	gap := Gamma(g.rng, g.shape) / (g.shape * g.rate) * float64(time.Second)
+	g.t = g.t.Add(time.Duration(math.Min(gap, float64(math.MaxInt64/2))))
+	return g.t, 1
+}
+
+// Gamma draws from the gamma distribution of the given shape and scale 1
+// (Marsaglia and Tsang's method; shapes below 1 are boosted by U^(1/shape)).
+func Gamma(rng *rand.Rand, shape float64) float64 {
+	boost := 1.0
+	if shape < 1 {
+		// Float64 can return 0; 1−U is in (0, 1], so the power is finite.
+		boost = math.Pow(1-rng.Float64(), 1/shape)
+		shape++
+	}
+	d := shape - 1.0/3
+	c := 1 / math.Sqrt(9*d)
+	for {
+		x := rng.NormFloat64()
+		v := 1 + c*x
+		if v <= 0 {
+			continue
+		}
+		v = v * v * v
+		u := 1 - rng.Float64()
+		if u < 1-0.0331*x*x*x*x || math.Log(u) < 0.5*x*x+d*(1-v+math.Log(v)) {
+			return d * v * boost
+		}
+	}
+}
+
+// traceArrivals replays recorded offsets from t0, then ends.
+type traceArrivals struct {
+	t0      time.Time
+	offsets []time.Duration
+	k       int
+}
+
+func (a *traceArrivals) next() (time.Time, int) {
+	if a.k >= len(a.offsets) {
+		return time.Time{}, 0
+	}
+	t := a.t0.Add(a.offsets[a.k])
+	a.k++
+	return t, 1
 }
 
 type cronArrivals struct {

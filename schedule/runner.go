@@ -35,7 +35,10 @@ type Ticket struct {
 	// Planned is when the arrival process wanted the send to happen; for a
 	// closed loop, when the worker's previous request ended.
 	Planned time.Time
-	burst   *burstGroup
+	// Seq is the arrival's position in its open-loop process, from 0 (a
+	// trace's record index); zero for closed-loop tickets.
+	Seq   int
+	burst *burstGroup
 }
 
 // Release returns, for a ticket handed out ahead of its planned time (a
@@ -287,6 +290,7 @@ func (s *jobState) openLoop(m mode, from, end time.Time) {
 	arr := m.newArrivals(from, s.rng)
 	overdue := s.j.Spec.overdueAfter(m)
 	lead := s.burstLead(m)
+	seq := 0
 	for {
 		planned, n := arr.next()
 		if planned.IsZero() {
@@ -309,6 +313,7 @@ func (s *jobState) openLoop(m mode, from, end time.Time) {
 			for range n {
 				s.skip(SkipReasonOverdue)
 			}
+			seq += n
 			continue
 		}
 		var group *burstGroup
@@ -320,9 +325,10 @@ func (s *jobState) openLoop(m mode, from, end time.Time) {
 		}
 		sent := 0
 		for range n {
-			if s.dispatch(Ticket{Planned: planned, burst: group}, false) {
+			if s.dispatch(Ticket{Planned: planned, Seq: seq, burst: group}, false) {
 				sent++
 			}
+			seq++
 		}
 		group.seal(sent)
 		if lead > 0 && sent > 0 {

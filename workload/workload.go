@@ -6,6 +6,7 @@ package workload
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,8 +18,12 @@ import (
 // Generator hands out requests for one workload. It is safe for concurrent
 // use: overlapping probes of one schedule share it.
 type Generator struct {
-	cfg       *config.Workload
-	prompts   []config.Prompt
+	cfg     *config.Workload
+	prompts []config.Prompt
+	// items are the prompts as requests carry them, with the cache of
+	// their encoded bodies: a prompt is encoded once per target, not per
+	// request. Synthetic prompts differ per request and have none.
+	items     []item
 	synthetic *config.TokenCount
 	random    bool
 	next      atomic.Uint64
@@ -58,7 +63,52 @@ func New(w *config.Workload) *Generator {
 		// Only a hand-built config gets here; the loader never does.
 		g.prompts = []config.Prompt{{Text: "Hello"}}
 	}
+	if g.synthetic == nil {
+		g.items = make([]item, len(g.prompts))
+		for i, p := range g.prompts {
+			g.items[i] = newItem(p, w.Prompts.System)
+			if len(g.prompts) <= maxCachedPrompts {
+				g.items[i].bodies = &probe.BodyCache{}
+			}
+		}
+	}
 	return g
+}
+
+// maxCachedPrompts bounds the prompts whose encoded bodies a generator
+// keeps. Every probe has a generator of its own, so a large prompt file
+// cached whole would be copied once per probe; its requests are encoded
+// per request instead, as before.
+const maxCachedPrompts = 1024
+
+// item is one prompt as every request drawn from it carries it. Requests
+// share its slices and body cache; the slices are clipped so that a
+// caller appending to a request's messages gets a copy.
+type item struct {
+	prompt   string
+	messages []probe.Message
+	bodies   *probe.BodyCache
+}
+
+func newItem(prompt config.Prompt, system string) item {
+	var it item
+	if prompt.Messages == nil {
+		it.prompt = prompt.Text
+		if system != "" {
+			it.messages = append(it.messages, probe.Message{Role: "system", Content: system})
+		}
+		it.messages = append(it.messages, probe.Message{Role: "user", Content: prompt.Text})
+	} else {
+		// A conversation that brings its own system message keeps it.
+		if r := prompt.Messages[0].Role; system != "" && r != "system" && r != "developer" {
+			it.messages = append(it.messages, probe.Message{Role: "system", Content: system})
+		}
+		for _, m := range prompt.Messages {
+			it.messages = append(it.messages, probe.Message{Role: m.Role, Content: m.Content})
+		}
+	}
+	it.messages = slices.Clip(it.messages)
+	return it
 }
 
 func newRand(seed *int64) *rand.Rand {
@@ -87,40 +137,25 @@ func (g *Generator) Draw(model string) Draw {
 		Extra:       w.ExtraBody,
 	}
 	var draw Draw
+	var it item
 	g.mu.Lock()
 	req.MaxTokens = SampleMaxTokens(&w.MaxTokens, g.tokenRNG)
-	var prompt config.Prompt
 	switch {
 	case g.synthetic != nil:
 		n := SampleTokens(*g.synthetic, g.promptRNG)
-		prompt.Text = syntheticText(n, g.promptRNG)
+		// A prompt of its own: no body cache, nothing to reuse.
+		it = newItem(config.Prompt{Text: syntheticText(n, g.promptRNG)}, w.Prompts.System)
 		draw.InputTokens = n + len(strings.Fields(w.Prompts.System))
 	case g.random:
-		prompt = g.prompts[g.promptRNG.IntN(len(g.prompts))]
+		it = g.items[g.promptRNG.IntN(len(g.items))]
 	}
 	g.mu.Unlock()
 	if g.synthetic == nil && !g.random {
 		i := g.next.Add(1) - 1
-		prompt = g.prompts[i%uint64(len(g.prompts))]
+		it = g.items[i%uint64(len(g.items))]
 	}
 	req.MinTokens = min(w.MinTokens, req.MaxTokens)
-
-	system := w.Prompts.System
-	if prompt.Messages == nil {
-		req.Prompt = prompt.Text
-		if system != "" {
-			req.Messages = append(req.Messages, probe.Message{Role: "system", Content: system})
-		}
-		req.Messages = append(req.Messages, probe.Message{Role: "user", Content: prompt.Text})
-	} else {
-		// A conversation that brings its own system message keeps it.
-		if r := prompt.Messages[0].Role; system != "" && r != "system" && r != "developer" {
-			req.Messages = append(req.Messages, probe.Message{Role: "system", Content: system})
-		}
-		for _, m := range prompt.Messages {
-			req.Messages = append(req.Messages, probe.Message{Role: m.Role, Content: m.Content})
-		}
-	}
+	req.Prompt, req.Messages, req.Bodies = it.prompt, it.messages, it.bodies
 	draw.Request = req
 	return draw
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/llm-prober/llm-prober/config"
+	"github.com/llm-prober/llm-prober/probe"
 )
 
 func TestSyntheticTextHasRequestedWords(t *testing.T) {
@@ -187,5 +188,41 @@ func TestFilePrompts(t *testing.T) {
 	}
 	if len(seen) != 3 {
 		t.Errorf("random selection reached %d of 3 prompts", len(seen))
+	}
+}
+
+// Requests of one prompt share its body cache, so a driver encodes the
+// prompt once; each prompt has its own, synthetic prompts none, and a
+// request's messages can be extended without touching the next draw's.
+func TestGeneratorBodyCachePerPrompt(t *testing.T) {
+	w := &config.Workload{
+		Prompts:   config.Prompts{System: "s", Inline: []config.Prompt{{Text: "a"}, {Text: "b"}}, Selection: "sequential"},
+		MaxTokens: config.MaxTokens{Distribution: "uniform", Mean: 32, Range: 0.5},
+	}
+	g := New(w)
+	a1, b1, a2 := g.Next("m"), g.Next("m"), g.Next("m")
+	if a1.Bodies == nil || a1.Bodies != a2.Bodies || a1.Bodies == b1.Bodies {
+		t.Fatalf("caches: a %p, b %p, a again %p", a1.Bodies, b1.Bodies, a2.Bodies)
+	}
+	a1.Messages = append(a1.Messages, probe.Message{Role: "assistant", Content: "x"})
+	if a3 := g.Next("m"); len(a3.Messages) != 2 || len(a2.Messages) != 2 {
+		t.Errorf("appending to a drawn request changed the prompt's messages: %+v", a3.Messages)
+	}
+	syn := New(&config.Workload{Prompts: config.Prompts{Synthetic: &config.Synthetic{InputTokens: config.TokenCount{Mean: 8}}}})
+	if r := syn.Next("m"); r.Bodies != nil {
+		t.Errorf("a synthetic prompt has a body cache")
+	}
+}
+
+// A workload of more prompts than maxCachedPrompts keeps no bodies: each
+// probe would hold a copy of the whole file.
+func TestGeneratorNoBodyCacheForManyPrompts(t *testing.T) {
+	prompts := make([]config.Prompt, maxCachedPrompts+1)
+	for i := range prompts {
+		prompts[i].Text = "p"
+	}
+	g := New(&config.Workload{Prompts: config.Prompts{Inline: prompts}, MaxTokens: config.MaxTokens{Mean: 8}})
+	if r := g.Next("m"); r.Bodies != nil {
+		t.Error("a request of a large prompt set has a body cache")
 	}
 }

@@ -74,6 +74,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	probeName := probeCmd.Flag("probe", "Name of the probe (default: the target's first).").String()
 
 	benchCmd := bench.AddCommand(app)
+	mergeCmd := bench.AddMergeCommand(app)
 
 	simCmd := app.Command("simulate", "Run the built-in simulated LLM server (OpenAI-compatible, vLLM metrics, ground truth, fault injection).")
 	simFlags := simulator.RegisterFlags(simCmd)
@@ -96,6 +97,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return probeOnce(ctx, *probeConfig, *probeTarget, *probeName, logger, stdout, stderr)
 	case benchCmd.Cmd.FullCommand():
 		return benchCmd.Main(ctx, logger, stdout, stderr)
+	case mergeCmd.Cmd.FullCommand():
+		return mergeCmd.Main(stdout, stderr)
 	case simCmd.FullCommand():
 		if err := simulator.Run(ctx, simFlags, logger); err != nil {
 			fmt.Fprintf(stderr, "llm-prober simulate: %v\n", err)

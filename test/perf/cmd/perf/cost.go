@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -148,5 +150,31 @@ func (h *harness) costRow(ctx context.Context, gap time.Duration, n int) (costRo
 		}
 		row.pairs = append(row.pairs, p)
 	}
-	return row, ctx.Err()
+	return row, h.profileCost(ctx, sh, gap)
+}
+
+// profileCost writes, with -profile-dir, a CPU profile of one more window
+// of each client after the pairs: outside the measured pairs, because
+// profiling costs CPU of its own, and of both clients, so that what the
+// prober pays on top of the raw client can be read off the two.
+func (h *harness) profileCost(ctx context.Context, sh shape, gap time.Duration) error {
+	if h.o.profileDir == "" || ctx.Err() != nil {
+		return ctx.Err()
+	}
+	name := fmt.Sprintf("cost-%s-%s", strings.ReplaceAll(gap.String(), "µ", "u"), sh)
+	stop, err := h.startProfile("prober-" + name)
+	if err != nil {
+		return err
+	}
+	_, err = h.runProber(ctx, sh, h.o.pairWindow, false)
+	stop()
+	if err != nil {
+		return err
+	}
+	if stop, err = h.startProfile("raw-" + name); err != nil {
+		return err
+	}
+	h.runRaw(ctx, sh, h.o.pairWindow, false)
+	stop()
+	return ctx.Err()
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/common/promslog"
 
 	"github.com/llm-prober/llm-prober/collector"
+	"github.com/llm-prober/llm-prober/config"
 	"github.com/llm-prober/llm-prober/engine"
 	"github.com/llm-prober/llm-prober/probe"
 	"github.com/llm-prober/llm-prober/schedule"
@@ -66,8 +67,11 @@ type harness struct {
 	sim     *simProcess
 	driver  probe.Driver
 	metrics *collector.ProbeMetrics
-	req     probe.Request
-	raw     *rawClient
+	// work is the probe's workload, as the daemon builds it from a
+	// configuration: one inline prompt, so every request shares its
+	// encoded body.
+	work *workload.Generator
+	raw  *rawClient
 }
 
 const (
@@ -90,13 +94,11 @@ func newHarness(sim *simProcess, o options) (*harness, error) {
 		SLO: collector.SLO{TTFT: 250 * time.Millisecond, TPOT: 20 * time.Millisecond, Objective: 0.99}})
 	return &harness{
 		o: o, sim: sim, driver: d, metrics: pm,
-		req: probe.Request{
-			Model:     perfModel,
-			Messages:  []probe.Message{{Role: "user", Content: prompt}},
-			MaxTokens: o.outputTokens,
+		work: workload.New(&config.Workload{
+			Prompts:   config.Prompts{Inline: []config.Prompt{{Text: prompt}}},
+			MaxTokens: config.MaxTokens{Mean: o.outputTokens},
 			IgnoreEOS: true,
-			Stream:    true,
-		},
+		}),
 		raw: newRawClient(sim.url, o.outputTokens),
 	}, nil
 }
@@ -104,14 +106,6 @@ func newHarness(sim *simProcess, o options) (*harness, error) {
 func (h *harness) close() {
 	h.driver.Close()
 	h.raw.close()
-}
-
-// fixedWorkload draws the same request every time.
-type fixedWorkload struct{ req probe.Request }
-
-func (w fixedWorkload) Draw(string) workload.Draw {
-	req := w.req
-	return workload.Draw{Request: &req}
 }
 
 // usage is CPU and wall time of one measured window; simCPU is the
@@ -170,7 +164,7 @@ func (h *harness) runProber(ctx context.Context, sh shape, d time.Duration, reco
 		spec.Burst, spec.Period = sh.n, burstPeriod
 	}
 	p := &engine.Probe{Target: perfTarget, Name: perfProbe, Model: perfModel, Stream: true,
-		Timeout: 30 * time.Second, Driver: h.driver, Workload: fixedWorkload{h.req}}
+		Timeout: 30 * time.Second, Driver: h.driver, Workload: h.work}
 	job := schedule.Job{
 		Key:         perfTarget + "/" + perfProbe,
 		Fingerprint: sh.String(),

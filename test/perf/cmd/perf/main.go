@@ -35,6 +35,7 @@ import (
 	"os/signal"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -49,6 +50,9 @@ type options struct {
 	truthSample    int
 	pairs          int
 	pairWindow     time.Duration
+	costGaps       string
+	costStreams    string
+	overheadCounts string
 	burstDuration  time.Duration
 	daemonDuration time.Duration
 	profileDir     string
@@ -70,9 +74,12 @@ func main() {
 	flag.IntVar(&o.truthSample, "truth-sample", 1000, "requests per overhead step compared with ground truth (evenly sampled)")
 	flag.IntVar(&o.pairs, "pairs", 5, "interleaved prober/raw pairs per cost configuration")
 	flag.DurationVar(&o.pairWindow, "pair-window", 5*time.Second, "measured time of each client in a cost pair")
+	flag.StringVar(&o.costGaps, "cost-gaps", "200us,0", "chunk gaps of the cost rows (0: back to back)")
+	flag.StringVar(&o.costStreams, "cost-streams", "16,64", "stream counts of the cost rows")
+	flag.StringVar(&o.overheadCounts, "overhead-streams", "1,16,64", "stream counts of the overhead steps")
 	flag.DurationVar(&o.burstDuration, "burst-duration", 30*time.Second, "measured time of bursts, with and without the lead each (one burst per second)")
 	flag.DurationVar(&o.daemonDuration, "daemon-duration", 20*time.Second, "how long the 100-probe daemon probes before it is measured (the 1000-probe one: 1.5 times that)")
-	flag.StringVar(&o.profileDir, "profile-dir", "", "write a CPU profile of each overhead step's prober window into this directory (adds overhead)")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "write CPU profiles into this directory: each overhead step's prober window, and one extra window of each client after each cost row's pairs (adds overhead)")
 	flag.IntVar(&o.outputTokens, "output-tokens", 100, "max_tokens of every request (ignore_eos, so exactly this many)")
 	flag.DurationVar(&o.decode, "decode", 3*time.Millisecond, "simulator time per output token (not for the cost pairs, which set their own)")
 	flag.DurationVar(&o.ttft, "ttft", 20*time.Millisecond, "simulator base time to first token")
@@ -145,7 +152,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 	}
 	if err := step("overhead", withHarness(func(h *harness) error {
-		rows, err := h.overhead(ctx, []int{1, 16, 64})
+		streams, err := streamCounts("-overhead-streams", o.overheadCounts)
+		if err != nil {
+			return err
+		}
+		rows, err := h.overhead(ctx, streams)
 		if err == nil {
 			printOverhead(out, rows, o)
 		}
@@ -154,7 +165,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	if err := step("cost", func() error {
-		rows, err := measureCost(ctx, o, []time.Duration{200 * time.Microsecond, 0}, []int{16, 64})
+		gaps, streams, err := costRows(o)
+		if err != nil {
+			return err
+		}
+		rows, err := measureCost(ctx, o, gaps, streams)
 		if err == nil {
 			printCost(out, rows, o)
 		}
@@ -218,6 +233,33 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	return step("micro", func() error { return microBenchmarks(ctx, o, out) })
+}
+
+// costRows parses -cost-gaps and -cost-streams.
+func costRows(o options) ([]time.Duration, []int, error) {
+	var gaps []time.Duration
+	for f := range strings.SplitSeq(o.costGaps, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil {
+			return nil, nil, fmt.Errorf("-cost-gaps: %w", err)
+		}
+		gaps = append(gaps, d)
+	}
+	streams, err := streamCounts("-cost-streams", o.costStreams)
+	return gaps, streams, err
+}
+
+// streamCounts parses a flag's comma-separated stream counts.
+func streamCounts(flagName, s string) ([]int, error) {
+	var streams []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%s: %q is not a stream count", flagName, f)
+		}
+		streams = append(streams, n)
+	}
+	return streams, nil
 }
 
 // header prints what the figures depend on: machine, load and settings.
