@@ -734,8 +734,18 @@ func (tr *traceRecorder) phases() (p Phases, gotConn bool) {
 	if tr.start.After(writeFrom) {
 		writeFrom = tr.start
 	}
-	p.Write, p.HasWrite = span(writeFrom, tr.wrote)
-	p.FirstByte, p.HasFirstByte = span(tr.wrote, tr.resp)
+	// net/http reports WroteRequest once the request is in the
+	// connection's buffer, before the flush that puts it on the wire; a
+	// request that fits the buffer and was gated at its write (held for a
+	// release, or stamped on a pooled connection) therefore "was written"
+	// before its first byte went out. Its bytes left in that one flush at
+	// start, so the write ends there and the wait for the answer begins.
+	wrote := tr.wrote
+	if !wrote.IsZero() && tr.start.After(wrote) {
+		wrote = tr.start
+	}
+	p.Write, p.HasWrite = span(writeFrom, wrote)
+	p.FirstByte, p.HasFirstByte = span(wrote, tr.resp)
 	p.ConnectionReused = tr.reused
 	return p, !tr.gotConn.IsZero()
 }

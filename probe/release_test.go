@@ -220,3 +220,27 @@ func TestReleaseHoldsGRPC(t *testing.T) {
 		})
 	}
 }
+
+// A request gated at its write on a pooled connection: WroteRequest (the
+// request buffered) comes before the flush that stamps start. The write
+// must still be a phase, ending at start, and first byte count from there.
+func TestPhasesOfRequestStampedAfterWroteRequest(t *testing.T) {
+	base := time.Now()
+	tr := &traceRecorder{
+		gotConn: base,
+		wrote:   base.Add(10 * time.Microsecond),
+		start:   base.Add(50 * time.Microsecond),
+		resp:    base.Add(2 * time.Millisecond),
+		reused:  true,
+	}
+	p, gotConn := tr.phases()
+	if !gotConn {
+		t.Fatal("gotConn = false")
+	}
+	if !p.HasWrite || p.Write != 0 {
+		t.Errorf("write = %v (has %v), want 0 and present", p.Write, p.HasWrite)
+	}
+	if want := 1950 * time.Microsecond; !p.HasFirstByte || p.FirstByte != want {
+		t.Errorf("first byte = %v (has %v), want %v", p.FirstByte, p.HasFirstByte, want)
+	}
+}
