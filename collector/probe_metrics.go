@@ -35,6 +35,9 @@ type ProbeSeries struct {
 	// Histograms is the form of every histogram of the probe: one of
 	// HistogramForms(); empty means HistogramsBoth.
 	Histograms string
+	// Asserts is true when the probe checks its answers, so it can end
+	// as wrong_answer whatever its protocol (answer_metrics.go).
+	Asserts bool
 }
 
 // Histogram forms (ProbeSeries.Histograms): classic buckets, a native
@@ -79,7 +82,10 @@ const (
 
 // exemplarLabel is the one exemplar label; its value is cut so that name and
 // value together stay within client_golang's limit, beyond which it panics.
-const exemplarLabel = "request_id"
+// The value is the request id, which the probe sends as the W3C trace id
+// (probe/tracecontext.go), so Grafana links an exemplar to the server's
+// trace of the same request.
+const exemplarLabel = "trace_id"
 
 const (
 	sloTTFT    = "ttft"
@@ -240,7 +246,7 @@ func (m *ProbeMetrics) Add(ps ProbeSeries) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if old, ok := m.series[k]; ok && old.model == ps.Model && old.slo == ps.SLO && old.protocol == ps.Protocol &&
-		old.form == histogramForm(ps.Histograms) {
+		old.form == histogramForm(ps.Histograms) && old.asserts == ps.Asserts {
 		return
 	}
 	m.series[k] = newSeries(&m.d, ps)
@@ -306,6 +312,7 @@ type series struct {
 	model    string
 	slo      SLO
 	protocol string
+	asserts  bool
 	form     string   // histogramForm of ProbeSeries.Histograms
 	base     []string // target, probe, model label values
 
@@ -390,6 +397,7 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 		model:    ps.Model,
 		slo:      slo,
 		protocol: ps.Protocol,
+		asserts:  ps.Asserts,
 		form:     histogramForm(ps.Histograms),
 		base:     validUTF8(ps.Target, ps.Probe, ps.Model),
 		skipped:  make(map[string]prometheus.Counter),
@@ -417,7 +425,7 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 	add(d.lag, s.lag)
 
 	s.requests = make([]prometheus.Counter, len(probe.Outcomes()))
-	for _, o := range protocolOutcomes(ps.Protocol) {
+	for _, o := range seriesOutcomes(ps) {
 		i := outcomeIndex(o)
 		s.requests[i] = newCounter()
 		add(d.requests, s.requests[i], string(o))

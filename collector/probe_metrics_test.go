@@ -678,7 +678,7 @@ func TestExemplars(t *testing.T) {
 				got = b.GetExemplar().GetLabel()[0].GetValue()
 			}
 		}
-		if n := utf8.RuneCountInString("request_id" + got); n > prometheus.ExemplarMaxRunes || !utf8.ValidString(got) || got == "" {
+		if n := utf8.RuneCountInString(exemplarLabel + got); n > prometheus.ExemplarMaxRunes || !utf8.ValidString(got) || got == "" {
 			t.Errorf("id %.20q…: exemplar %q (%d runes)", id, got, n)
 		}
 	}
@@ -689,7 +689,7 @@ func exemplarID(t *testing.T, mf *dto.MetricFamily) string {
 	for _, b := range mf.GetMetric()[0].GetHistogram().GetBucket() {
 		if e := b.GetExemplar(); e != nil {
 			for _, lp := range e.GetLabel() {
-				if lp.GetName() == "request_id" {
+				if lp.GetName() == exemplarLabel {
 					return lp.GetValue()
 				}
 			}
@@ -699,12 +699,13 @@ func exemplarID(t *testing.T, mf *dto.MetricFamily) string {
 }
 
 func TestExemplarValue(t *testing.T) {
+	room := prometheus.ExemplarMaxRunes - len(exemplarLabel)
 	for _, tc := range []struct{ in, want string }{
 		{"", ""},
 		{"abc", "abc"},
-		{strings.Repeat("a", 118), strings.Repeat("a", 118)},
-		{strings.Repeat("a", 119), strings.Repeat("a", 118)},
-		{strings.Repeat("é", 119), strings.Repeat("é", 118)},
+		{strings.Repeat("a", room), strings.Repeat("a", room)},
+		{strings.Repeat("a", room+1), strings.Repeat("a", room)},
+		{strings.Repeat("é", room+1), strings.Repeat("é", room)},
 		{"a\xffb", "a\uFFFDb"},
 	} {
 		if got := exemplarValue(tc.in); got != tc.want {

@@ -104,7 +104,9 @@ type Target struct {
 	DiscoverModels *DiscoverModels `yaml:"discover_models,omitempty"`
 
 	ServerMetrics *ServerMetrics `yaml:"server_metrics,omitempty"`
-	Probes        []*Probe       `yaml:"probes"`
+	// OTLPTraces exports the probes as client spans (tracing.go).
+	OTLPTraces *OTLPTraces `yaml:"otlp_traces,omitempty"`
+	Probes     []*Probe    `yaml:"probes"`
 
 	// triton is Triton's probe-side options, preset applied at load.
 	triton probe.TritonOptions
@@ -144,6 +146,9 @@ type Probe struct {
 	SLO      *SLO     `yaml:"slo,omitempty"`
 	// Timeout overrides the target's timeout for this probe.
 	Timeout model.Duration `yaml:"timeout"`
+	// Assert checks the answer's text (assert.go).
+	Assert     []*Assert `yaml:"assert,omitempty"`
+	assertions probe.Assertions
 	// Model is set on the probes model discovery makes from this one
 	// (Config.WithModels); never read from the file.
 	Model string `yaml:"-" json:"model,omitempty"`
@@ -413,6 +418,7 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 			d.at(path+".ollama.api", "unknown ollama api %q; want one of %s", o.API, strings.Join(probe.OllamaAPIs(), ", "))
 		}
 	}
+	t.OTLPTraces.validate(d, path+".otlp_traces")
 	if sm := t.ServerMetrics; sm != nil {
 		validateHTTPURL(d, path+".server_metrics.url", sm.URL)
 		if !slices.Contains(ServerKinds(), sm.Kind) {
@@ -445,6 +451,7 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 		}
 		p.Schedule.validate(d, pp+".schedule", t.MaxInFlight)
 		positive(d, pp+".timeout", p.Timeout)
+		p.validateAssert(d, pp, t.Protocol)
 		if s := p.SLO; s != nil {
 			if s.TTFT == 0 && s.TPOT == 0 {
 				d.at(pp+".slo", "an SLO needs a ttft or tpot threshold")

@@ -20,6 +20,10 @@ import (
 type Info struct {
 	Target, Probe, Model string
 	Protocol, Endpoint   string
+	// Assertions names the probe's checks on the answer, if any.
+	Assertions []string
+	// Histograms is the target's histogram form.
+	Histograms string
 }
 
 // Sink receives the probes of every applied configuration and each result
@@ -126,8 +130,10 @@ func (e *Engine) Apply(cfg *config.Config) {
 		for _, pc := range t.Probes {
 			w := cfg.Workloads[pc.Workload]
 			model := pc.ModelFor(t) // a discovered probe's own model
-			e.metrics.Add(collector.ProbeSeries{Target: t.Name, Probe: pc.Name, Model: model, SLO: pc.CollectorSLO(), Protocol: t.Protocol, Histograms: t.Histograms})
-			info := Info{Target: t.Name, Probe: pc.Name, Model: model, Protocol: t.Protocol, Endpoint: t.Endpoint()}
+			e.metrics.Add(collector.ProbeSeries{Target: t.Name, Probe: pc.Name, Model: model, SLO: pc.CollectorSLO(), Protocol: t.Protocol, Histograms: t.Histograms,
+				Asserts: len(pc.Assertions()) > 0})
+			info := Info{Target: t.Name, Probe: pc.Name, Model: model, Protocol: t.Protocol, Endpoint: t.Endpoint(),
+				Assertions: pc.Assertions().Names(), Histograms: t.Histograms}
 			for _, s := range e.sinks {
 				s.Add(info)
 			}

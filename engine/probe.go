@@ -36,6 +36,9 @@ type Probe struct {
 	Timeout  time.Duration
 	Driver   probe.Driver
 	Workload Workload
+	// Assert checks each answer's text; a failure makes the result
+	// wrong_answer. Without assertions the text is never kept.
+	Assert probe.Assertions
 }
 
 // Sent is one request of a probe and what came of it.
@@ -63,6 +66,7 @@ func (p *Probe) Send(ctx context.Context) Sent {
 func (p *Probe) SendAt(ctx context.Context, release <-chan struct{}, at time.Time) Sent {
 	draw := p.Workload.Draw(p.Model)
 	draw.Request.Stream = p.Stream
+	draw.Request.CaptureAnswer = len(p.Assert) > 0
 	var cancel context.CancelFunc
 	if release == nil {
 		ctx, cancel = context.WithTimeout(ctx, p.Timeout)
@@ -70,7 +74,9 @@ func (p *Probe) SendAt(ctx context.Context, release <-chan struct{}, at time.Tim
 		ctx, cancel = context.WithDeadline(probe.WithRelease(ctx, release), later(at, time.Now()).Add(p.Timeout))
 	}
 	defer cancel()
-	return Sent{Draw: draw, Result: p.Driver.Probe(ctx, draw.Request)}
+	res := p.Driver.Probe(ctx, draw.Request)
+	p.Assert.Check(res)
+	return Sent{Draw: draw, Result: res}
 }
 
 func later(a, b time.Time) time.Time {
@@ -92,6 +98,7 @@ func newProbe(t *config.Target, pc *config.Probe, w *config.Workload, d probe.Dr
 		Timeout:  time.Duration(pc.Timeout),
 		Driver:   d,
 		Workload: workload.New(w),
+		Assert:   pc.Assertions(),
 	}
 }
 

@@ -84,6 +84,19 @@
     tlsCertExpiryDays: 14,
     tlsCertExpiryFor: '1h',
 
+    // LLMProbeWrongAnswers: any answer that failed a probe's assertions in
+    // the window. A canary with deterministic settings should never fail,
+    // so one is enough.
+    wrongAnswerWindow: '10m',
+    wrongAnswerSeverity: 'page',
+
+    // LLMProbeRateLimitHeadroomLow: less than this share of a target's rate
+    // limit left in its last answers, reported within freshSeconds, for
+    // `for`.
+    rateLimitHeadroomRatio: 0.1,
+    rateLimitFreshSeconds: 600,
+    rateLimitHeadroomFor: '5m',
+
     // LLMServerQueueGrowing: more than this many requests waiting on average
     // over avgWindow while the queue still grows over derivWindow.
     serverQueueWaiting: 5,

@@ -163,6 +163,9 @@ func begin(req *Request) (*Request, *Result) {
 		req = &Request{}
 	}
 	r := &Result{RequestID: req.ID, Streamed: req.Stream}
+	if req.CaptureAnswer {
+		r.answer = &answerText{}
+	}
 	r.expectChunks(req)
 	if r.RequestID == "" {
 		r.RequestID = newRequestID()
@@ -266,6 +269,7 @@ func (t *httpTarget) send(ctx context.Context, r *Result, endpoint string, body 
 	}
 	ex.resp = resp
 	r.StatusCode = resp.StatusCode
+	r.RateLimit = parseRateLimit(resp.Header, resp.StatusCode, time.Now())
 	if resp.TLS != nil {
 		// Set on pooled connections too: the state of the handshake that
 		// opened the connection.
@@ -312,6 +316,7 @@ func (ex *exchange) attempt(client *http.Client, r *Result, endpoint string, bod
 		return nil, true, errBuildRequest
 	}
 	ex.t.setHeaders(req, r.RequestID, stream)
+	r.setTraceParent(req.Header)
 	for k, v := range ex.auth {
 		req.Header[k] = v
 	}

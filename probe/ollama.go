@@ -284,6 +284,7 @@ func (st *ollamaStream) onLine(line []byte, at time.Time, unterminated bool, r *
 		return fail(OutcomeHTTP5xx, fmt.Errorf("mid-stream server error: %s", msg))
 	}
 	if st.line.hasOutput() {
+		noteOllama(r, &st.line, line, at)
 		if err := r.addChunk(at, 1); err != nil {
 			return fail(OutcomeProtocolError, err)
 		}
@@ -332,7 +333,14 @@ func (d *ollamaDriver) readStream(ex *exchange, r *Result) {
 // streaming request.
 func (d *ollamaDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
 	var l ollamaLine
-	if !ex.readAnswer(r, "a valid JSON object", l.decode) {
+	decode := func(b []byte) error {
+		if err := l.decode(b); err != nil {
+			return err
+		}
+		noteOllama(r, &l, b, time.Time{})
+		return nil
+	}
+	if !ex.readAnswer(r, "a valid JSON object", decode) {
 		return
 	}
 	if msg, ok := l.errorMessage(); ok {

@@ -37,6 +37,7 @@ func (d *openAIDriver) Probe(ctx context.Context, req *Request) *Result {
 
 // done finishes every probe: secrets out of the error, one debug line.
 func (t *httpTarget) done(r *Result) {
+	r.settleAnswer()
 	r.Err = t.redact(r.Err)
 	if r.Outcome == "" {
 		r.Outcome = OutcomeProtocolError
@@ -650,11 +651,13 @@ func (d *openAIDriver) onEvent(ev *sseEvent, r *Result, st *streamState, chunk *
 	}
 	if u := chunk.Usage; u != nil {
 		st.usage, st.hasUsage = *u, true
+		noteReasoningTokens(r, data)
 	}
 	if chunk.Timings.present {
 		st.timings = chunk.Timings
 	}
 	if chunk.hasOutput() {
+		noteOutput(r, chunk, data, ev.At)
 		if err := r.addChunk(ev.At, 1); err != nil {
 			return fail(OutcomeProtocolError, err)
 		}
@@ -726,7 +729,8 @@ func (st *streamState) continuous() bool {
 // that answered a streaming request with JSON (usually an error).
 func (d *openAIDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
 	var c oaiChunk
-	if !ex.readAnswer(r, "valid JSON", c.decode) {
+	decode := func(b []byte) error { return c.decodeAnswer(b, r) }
+	if !ex.readAnswer(r, "valid JSON", decode) {
 		return
 	}
 	if e, ok := c.apiError(); ok {

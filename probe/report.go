@@ -88,6 +88,7 @@ func WriteReport(w io.Writer, target, probeName string, r *Result) error {
 	line("finish reason", "%s", orNone(r.FinishReason))
 	writePooled(line, r)
 	writeServerTimings(line, r)
+	writeAnswerReport(line, r)
 	return tw.Flush()
 }
 

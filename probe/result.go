@@ -44,8 +44,9 @@ const (
 	// terminator.
 	OutcomeIncomplete Outcome = "incomplete"
 	// OutcomeWrongAnswer: a complete, well-formed answer whose content is
-	// wrong: a NaN, empty or wrong-dimension embedding, a rerank result
-	// set that does not match the documents sent.
+	// wrong: text that failed a probe's assertions, a NaN, empty or
+	// wrong-dimension embedding, a rerank result set that does not match
+	// the documents sent.
 	OutcomeWrongAnswer Outcome = "wrong_answer"
 )
 
@@ -100,6 +101,10 @@ type Request struct {
 	MinTokens   int
 	// Extra body fields passed through verbatim for servers with extensions.
 	Extra map[string]any
+	// CaptureAnswer keeps the answer's text in Result.Answer, for
+	// assertions; drivers that cannot leave Answer empty (config refuses
+	// assertions on their protocols). Off, the answer's text is never kept.
+	CaptureAnswer bool
 	// Bodies, when set, is the workload item's cache of encoded bodies
 	// (BodyCache says what may differ between the requests sharing it).
 	// Nil encodes the body in full, as for a request built at send time.
@@ -141,6 +146,12 @@ type Chunk struct {
 // non-nil Result, also on failure, so every attempt is counted.
 type Result struct {
 	RequestID string
+	// TraceID and SpanID are the W3C trace context the request carried
+	// (traceparent header or gRPC metadata): the trace id is RequestID
+	// unless that is not one (tracecontext.go). Empty when nothing was
+	// sent.
+	TraceID, SpanID string
+	traceParent     string
 	// Start is taken just before the request is written; it carries the
 	// monotonic reading all durations below are measured against.
 	Start time.Time
@@ -191,6 +202,21 @@ type Result struct {
 	// llama.cpp's timings object that is missing, null (how llama.cpp
 	// writes NaN and Inf), not a number, negative or over an hour.
 	ServerTimingsInvalid int
+	// Answer is the answer's text (content of the first choice; not
+	// reasoning or tool calls), kept only when the request asked for it
+	// (Request.CaptureAnswer), at most MaxAnswerBytes; AnswerTruncated
+	// says it was cut there.
+	Answer          string
+	AnswerTruncated bool
+	answer          *answerText
+	// AssertionFailures are the probe's assertions the answer failed
+	// (Assertions.Check), in configured order; nil when none failed.
+	AssertionFailures []AssertionFailure
+	// Reasoning describes a reasoning model's answer (reasoning.go).
+	Reasoning Reasoning
+	// RateLimit holds the rate-limit headers of the answer (ratelimit.go);
+	// nil when it carried none.
+	RateLimit *RateLimit
 	// Pooled describes the answer of an embedding or rerank probe (whose
 	// output is vectors or scores, not tokens); nil for other protocols.
 	Pooled  *PooledAnswer

@@ -273,6 +273,7 @@ func (st *tgiStream) onEvent(ev *sseEvent, r *Result) bool {
 		}
 	}
 	if st.ev.final() {
+		noteTGIAnswer(r, &st.ev)
 		if dt := st.ev.Details; dt != nil {
 			st.details = dt
 			r.FinishReason = sanitize([]byte(dt.FinishReason))
@@ -322,6 +323,7 @@ func (d *tgiDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
 		r.Outcome, r.Err = OutcomeProtocolError, errors.New("answer has no generated_text")
 		return
 	}
+	noteTGIAnswer(r, &e)
 	h := ex.resp.Header
 	// The x-* headers are TGI's own per-request accounting (milliseconds);
 	// they exist on /generate only, as a stream's head leaves before the

@@ -231,6 +231,7 @@ func (d *tritonGRPCDriver) Probe(ctx context.Context, req *Request) *Result {
 	}
 	md := d.md.Copy()
 	md.Set("x-request-id", r.RequestID)
+	md.Set("traceparent", r.grpcTraceParent())
 	ctx = metadata.NewOutgoingContext(ctx, md)
 	// Only the probe's own RPC is traced, not the readiness check's.
 	rt := &rpcTrace{}

@@ -41,6 +41,9 @@ type Config struct {
 	Faults      FaultConfig       `yaml:"faults"`
 	GroundTruth GroundTruthConfig `yaml:"ground_truth"`
 	Metrics     MetricsConfig     `yaml:"metrics"`
+	// RateLimit makes the OpenAI-compatible routes send rate-limit
+	// headers (ratelimit.go); off when both limits are 0.
+	RateLimit RateLimitConfig `yaml:"rate_limit"`
 }
 
 // LatencyConfig is the latency model; see docs/simulator.md for formulas.
@@ -73,6 +76,9 @@ type OutputConfig struct {
 	TokensPerChunk      int    `yaml:"tokens_per_chunk"`
 	ReasoningTokens     int    `yaml:"reasoning_tokens"`
 	SeparateFinishChunk bool   `yaml:"separate_finish_chunk"`
+	// Answer, when set, is every chat and completions answer's content
+	// (words, one token each) in place of random words (answer.go).
+	Answer string `yaml:"answer"`
 	// CompletionsDefaultMaxTokens is what /v1/completions uses without
 	// max_tokens (16 on vLLM).
 	CompletionsDefaultMaxTokens int `yaml:"completions_default_max_tokens"`
@@ -286,6 +292,12 @@ func (c Config) Validate() error {
 	}
 	if o.ReasoningTokens < 0 || o.ReasoningTokens > c.MaxModelLen {
 		bad("output.reasoning_tokens", "must be between 0 and max_model_len, got %d", o.ReasoningTokens)
+	}
+	if len(o.Answer) > maxHeaderValueLen {
+		bad("output.answer", "at most %d bytes", maxHeaderValueLen)
+	}
+	if rl := c.RateLimit; rl.RequestsPerMinute < 0 || rl.TokensPerMinute < 0 || rl.Window < 0 {
+		bad("rate_limit", "limits and window must not be negative")
 	}
 	if o.CompletionsDefaultMaxTokens < 1 {
 		bad("output.completions_default_max_tokens", "must be positive, got %d", o.CompletionsDefaultMaxTokens)

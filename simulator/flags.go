@@ -110,6 +110,20 @@ func RegisterFlags(cmd *kingpin.CmdClause) *Flags {
 		func(c *Config) *int { return &c.Output.TokensPerChunk })
 	integer("output.reasoning-tokens", "Reasoning tokens sent as reasoning_content before content (chat).", d.Output.ReasoningTokens,
 		func(c *Config) *int { return &c.Output.ReasoningTokens })
+	override("output.answer", "Fixed content of every chat and completions answer (words, one token each) instead of random words.", d.Output.Answer,
+		func(fc *kingpin.FlagClause) func(*Config) {
+			v := fc.String()
+			return func(c *Config) { c.Output.Answer = *v }
+		})
+	integer("rate-limit.requests-per-minute", "Send OpenAI's x-ratelimit-*-requests headers for this many requests per window (0: none).", d.RateLimit.RequestsPerMinute,
+		func(c *Config) *int { return &c.RateLimit.RequestsPerMinute })
+	integer("rate-limit.tokens-per-minute", "Send OpenAI's x-ratelimit-*-tokens headers for this many tokens (prompt + max_tokens) per window (0: none).", d.RateLimit.TokensPerMinute,
+		func(c *Config) *int { return &c.RateLimit.TokensPerMinute })
+	override("rate-limit.enforce", "Answer 429 with Retry-After when a request does not fit in the window's rest.", "false",
+		func(fc *kingpin.FlagClause) func(*Config) {
+			v := fc.Bool()
+			return func(c *Config) { c.RateLimit.Enforce = *v }
+		})
 	override("output.role-chunk", "Role-only first chat chunk: immediate, with_first_token or off.", d.Output.RoleChunk,
 		func(fc *kingpin.FlagClause) func(*Config) {
 			v := fc.Enum(RoleChunkImmediate, RoleChunkWithFirstToken, RoleChunkOff)

@@ -67,7 +67,11 @@ type plan struct {
 	created         int64
 	text            *rand.Rand // output words
 	timing          *rand.Rand // jitter
-	triton          tritonExtras
+	// answer is the fixed answer's words (answer.go), nil for random
+	// words; answerAt is the next one to send.
+	answer   []string
+	answerAt int
+	triton   tritonExtras
 }
 
 // planLength decides how many tokens an answer has: exactly max_tokens
@@ -521,7 +525,7 @@ func (j *job) runStream(ctx context.Context) (outcome, reason string) {
 				return err
 			}
 		}
-		return j.emit(event{kind: seg.kind, text: words(j.p.text, n), tokens: n, final: final && !separate})
+		return j.emit(event{kind: seg.kind, text: j.contentWords(seg.kind, n), tokens: n, final: final && !separate})
 	})
 	if err != nil {
 		return outcomeClientGone, ""
@@ -578,7 +582,7 @@ func (j *job) runUnary(ctx context.Context) (outcome, reason string) {
 	}
 	var text, reasoning []byte
 	term, err := j.tokenLoop(ctx, ready, func(seg segment, n int, _ bool) error {
-		w := words(j.p.text, n)
+		w := j.contentWords(seg.kind, n)
 		if seg.kind == kindReasoning {
 			reasoning = append(reasoning, w...)
 		} else {

@@ -9,7 +9,11 @@ import (
 // GET /debug/requests/{id}. Times are wall-clock Unix nanoseconds so a
 // prober on the same host can compare them with its own clock.
 type RequestRecord struct {
-	ID       string `json:"id"`
+	ID string `json:"id"`
+	// TraceID is the trace id of the request's W3C traceparent header (or
+	// gRPC metadata), as a tracing server records it; empty without a
+	// valid one.
+	TraceID  string `json:"trace_id,omitempty"`
 	Protocol string `json:"protocol"`
 	Path     string `json:"path"`
 	Model    string `json:"model"`
@@ -48,11 +52,16 @@ type RequestRecord struct {
 	PlannedOutputTokens int `json:"planned_output_tokens"`
 	// OutputTokens were actually flushed; ReasoningTokens is the part of
 	// them sent as reasoning_content.
-	OutputTokens    int      `json:"output_tokens"`
-	ReasoningTokens int      `json:"reasoning_tokens"`
-	FinishReason    string   `json:"finish_reason,omitempty"`
-	Faults          []string `json:"faults"`
-	Error           string   `json:"error,omitempty"`
+	OutputTokens    int    `json:"output_tokens"`
+	ReasoningTokens int    `json:"reasoning_tokens"`
+	FinishReason    string `json:"finish_reason,omitempty"`
+	// RateLimit is what the rate-limit headers said (rate_limit).
+	RateLimit *RateLimitRecord `json:"rate_limit,omitempty"`
+	// Text is the content sent, when the answer was fixed (output.answer
+	// or X-Sim-Answer), at most 4 KiB; empty for random words.
+	Text   string   `json:"text,omitempty"`
+	Faults []string `json:"faults"`
+	Error  string   `json:"error,omitempty"`
 
 	// LlamaCppTimings is the timings object sent with the answer when the
 	// OpenAI-compatible routes answer as llama.cpp (openai_server).

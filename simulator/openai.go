@@ -150,6 +150,7 @@ func (s *Server) handleOpenAI(chat bool) http.HandlerFunc {
 		received := time.Now()
 		entry := s.truth.add(RequestRecord{
 			ID:               id,
+			TraceID:          traceIDOf(r.Header.Get(headerTraceParent)),
 			Protocol:         fe.protocol(),
 			Path:             r.URL.Path,
 			ReceivedUnixNano: received.UnixNano(),
@@ -176,6 +177,9 @@ func (s *Server) handleOpenAI(chat bool) http.HandlerFunc {
 		}
 		seq := s.seq.Add(1)
 		p, apiErr := s.planOpenAI(fe, id, body, r.Header, seq)
+		if apiErr == nil {
+			apiErr = s.rateLimit(w, entry, p)
+		}
 		if apiErr != nil {
 			fail(apiErr)
 			return
@@ -285,6 +289,17 @@ func (s *Server) planOpenAI(fe *openAIFrontEnd, id string, body []byte, h http.H
 
 	textRNG := textRNG(s.cfg.Seed, req.Seed, promptText, seq)
 	n, reason := planLength(s.cfg.Output, maxTokens, req.MinTokens, req.IgnoreEOS, textRNG)
+	answer, err := answerWords(h, s.cfg.Output.Answer)
+	if err != nil {
+		return nil, badRequest("%v", err)
+	}
+	if answer != nil {
+		wantReasoning := 0
+		if fe.chat {
+			wantReasoning = opts.reasoningTokens
+		}
+		n, reason = planAnswer(answer, wantReasoning, maxTokens)
+	}
 	reasoning := 0
 	if fe.chat {
 		reasoning = min(opts.reasoningTokens, n)
@@ -316,6 +331,7 @@ func (s *Server) planOpenAI(fe *openAIFrontEnd, id string, body []byte, h http.H
 		maxTokens:       maxTokens,
 		outputTokens:    n,
 		reasoningTokens: reasoning,
+		answer:          answer,
 		finishReason:    reason,
 		opts:            opts,
 		faults:          faults,
@@ -331,6 +347,13 @@ type openAIUsage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	TotalTokens      int `json:"total_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
+	// Details carries reasoning_tokens, as OpenAI's API does for
+	// reasoning models; only when the answer had reasoning.
+	Details *completionDetails `json:"completion_tokens_details,omitempty"`
+}
+
+type completionDetails struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
 }
 
 type chatDelta struct {
@@ -414,7 +437,11 @@ func (f *openAIFrontEnd) idPrefix() string {
 func (f *openAIFrontEnd) streamContentType() string { return "text/event-stream; charset=utf-8" }
 
 func usageOf(p *plan) *openAIUsage {
-	return &openAIUsage{PromptTokens: p.promptTokens, TotalTokens: p.promptTokens + p.outputTokens, CompletionTokens: p.outputTokens}
+	u := &openAIUsage{PromptTokens: p.promptTokens, TotalTokens: p.promptTokens + p.outputTokens, CompletionTokens: p.outputTokens}
+	if p.reasoningTokens > 0 {
+		u.Details = &completionDetails{ReasoningTokens: p.reasoningTokens}
+	}
+	return u
 }
 
 func sse(v any) []byte {

@@ -31,6 +31,7 @@ type Server struct {
 	engine  *engine
 	model   *modelResidency
 	truth   *truthStore
+	limits  *rateLimiter // nil without rate_limit
 	metrics *serverMetrics
 	reg     *prometheus.Registry
 	handler http.Handler
@@ -68,6 +69,9 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	}
 	s.initModels()
 	s.metrics = newServerMetrics(s.reg, s.engine, cfg.ServedModelNames[0], cfg.MaxModelLen, cfg.Metrics)
+	if cfg.RateLimit.enabled() {
+		s.limits = &rateLimiter{cfg: cfg.RateLimit}
+	}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.handleOpenAI(true))

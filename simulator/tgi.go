@@ -232,7 +232,8 @@ func (s *Server) startNative(w http.ResponseWriter, r *http.Request, protocol st
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBodyBytes))
 	st := &nativeStart{id: id, body: body, received: time.Now()}
 	st.entry = s.truth.add(RequestRecord{
-		ID: id, Protocol: protocol, Path: r.URL.Path, ReceivedUnixNano: st.received.UnixNano(),
+		ID: id, TraceID: traceIDOf(r.Header.Get(headerTraceParent)),
+		Protocol: protocol, Path: r.URL.Path, ReceivedUnixNano: st.received.UnixNano(),
 		Faults: []string{}, Chunks: []ChunkRecord{},
 	})
 	if err != nil {
@@ -379,6 +380,11 @@ func (s *Server) planTGI(id string, body []byte, h http.Header, seq uint64, stre
 		return nil, &tgiReject{status: http.StatusBadRequest, msg: err.Error()}
 	}
 	// One token per event, no reasoning channel, details on the last token.
+	if p.answer != nil {
+		// A fixed answer that fits ends with TGI's EOS token, one more
+		// generated token after its words (planAnswer's "reasoning" slot).
+		p.outputTokens, p.finishReason = planAnswer(p.answer, 1, maxTokens)
+	}
 	p.opts.tokensPerChunk = 1
 	p.opts.reasoningTokens = 0
 	p.opts.separateFinishChunk = false
@@ -398,6 +404,13 @@ func (s *Server) nativePlan(id, model string, prompt, maxTokens int, promptText 
 	}
 	text := textRNG(s.cfg.Seed, reqSeed, promptText, seq)
 	n, reason := planLength(s.cfg.Output, maxTokens, 0, false, text)
+	answer, err := answerWords(h, s.cfg.Output.Answer)
+	if err != nil {
+		return nil, err
+	}
+	if answer != nil {
+		n, reason = planAnswer(answer, opts.reasoningTokens, maxTokens)
+	}
 	seqRNG := sequenceRNG(s.cfg.Seed, seq)
 	var faults faultSet
 	if v, ok := h[http.CanonicalHeaderKey(HeaderFault)]; ok {
@@ -413,7 +426,7 @@ func (s *Server) nativePlan(id, model string, prompt, maxTokens int, promptText 
 	return &plan{
 		id: id, model: model, stream: stream, promptTokens: prompt, maxTokens: maxTokens,
 		outputTokens: n, finishReason: reason, opts: opts, faults: faults,
-		created: time.Now().Unix(), text: text, timing: seqRNG,
+		created: time.Now().Unix(), text: text, timing: seqRNG, answer: answer,
 	}, nil
 }
 

@@ -377,7 +377,8 @@ func (s *Server) handleTritonGenerate(stream bool) http.HandlerFunc {
 		}
 		received := time.Now()
 		entry := s.truth.add(RequestRecord{
-			ID: id, Protocol: "triton_generate", Path: r.URL.Path, ReceivedUnixNano: received.UnixNano(),
+			ID: id, TraceID: traceIDOf(r.Header.Get(headerTraceParent)),
+			Protocol: "triton_generate", Path: r.URL.Path, ReceivedUnixNano: received.UnixNano(),
 			Faults: []string{}, Chunks: []ChunkRecord{},
 		})
 		fail := func(e *tritonError) {

@@ -239,8 +239,12 @@ func (g *tritonGRPCService) start(ctx context.Context, req *tritonpb.ModelInferR
 	}
 	r := &grpcRequest{id: id, received: received}
 	r.emptyFinal = req.GetParameters()["triton_enable_empty_final_response"].GetBoolParam()
+	traceID := ""
+	if v := md.Get(headerTraceParent); len(v) == 1 {
+		traceID = traceIDOf(v[0])
+	}
 	r.entry = g.s.truth.add(RequestRecord{
-		ID: id, Protocol: "triton_grpc", Path: path, ReceivedUnixNano: received.UnixNano(),
+		ID: id, TraceID: traceID, Protocol: "triton_grpc", Path: path, ReceivedUnixNano: received.UnixNano(),
 		Faults: []string{}, Chunks: []ChunkRecord{},
 	})
 	fail := func(e *tritonError) (*grpcRequest, *tritonError) {

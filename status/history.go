@@ -33,10 +33,22 @@ const (
 	recordFixedBytes = 320
 	// logLineFixedBytes is one LogLine without its text.
 	logLineFixedBytes = 40
+	// MaxHistoryAnswerBytes bounds each text of a wrong answer's
+	// AnswerCheck; answerCheckFixedBytes is the struct without them.
+	MaxHistoryAnswerBytes = 512
+	answerCheckFixedBytes = 48
 	// MaxRecordBytes is the most one record can hold.
 	MaxRecordBytes = recordFixedBytes + MaxHistoryErrorBytes + maxHistoryIDBytes + maxHistoryFinishBytes +
-		MaxHistoryLogLines*(logLineFixedBytes+MaxHistoryLogLineBytes)
+		MaxHistoryLogLines*(logLineFixedBytes+MaxHistoryLogLineBytes) +
+		answerCheckFixedBytes + 2*MaxHistoryAnswerBytes
 )
+
+// AnswerCheck is what a wrong answer's page shows: the first failed
+// assertion's kind and expected text, and the text received, each cut to
+// MaxHistoryAnswerBytes.
+type AnswerCheck struct {
+	Expected, Received string
+}
 
 // DefaultHistoryResults is how many results the status page keeps per
 // probe unless --history.results-per-probe says otherwise.
@@ -81,6 +93,10 @@ type Record struct {
 
 	// Err is the (already redacted) error, at most MaxHistoryErrorBytes.
 	Err string
+	// Answer is, for a wrong answer, what its first failed assertion
+	// wanted and the text received; nil otherwise, so other records do
+	// not pay for it.
+	Answer *AnswerCheck
 	// Log is the failure's debug log; nil for successes.
 	Log []LogLine
 }
@@ -314,6 +330,13 @@ func NewRecord(info HistoryProbe, req *probe.Request, res *probe.Result) Record 
 	}
 	if res.Err != nil {
 		r.Err = display.Cut(res.Err.Error(), MaxHistoryErrorBytes)
+	}
+	if len(res.AssertionFailures) > 0 {
+		f := res.AssertionFailures[0]
+		r.Answer = &AnswerCheck{
+			Expected: display.Cut(f.Kind+": "+f.Expected, MaxHistoryAnswerBytes),
+			Received: display.Cut(res.Answer, MaxHistoryAnswerBytes),
+		}
 	}
 	if !r.OK() {
 		r.Log = debugLog(info, req, res, r)

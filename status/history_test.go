@@ -164,6 +164,9 @@ func TestHistoryMemoryBound(t *testing.T) {
 			// The results that stay get a megabyte of their own, as a
 			// server's error would be: a cut that shared it would keep it.
 			r.Err = errors.New(strings.Clone(big) + fmt.Sprint(i))
+			// A wrong answer's texts are cut too.
+			r.Answer = strings.Clone(big)
+			r.AssertionFailures = []probe.AssertionFailure{{Name: "a", Kind: probe.AssertEquals, Expected: big, Err: errors.New("differs")}}
 		}
 		h.Record("t", "p", req, r)
 	}
@@ -177,6 +180,9 @@ func TestHistoryMemoryBound(t *testing.T) {
 		}
 		if !utf8.ValidString(r.Err) || !strings.HasSuffix(r.Err, "…") {
 			t.Fatalf("error not cut cleanly: …%q", r.Err[len(r.Err)-8:])
+		}
+		if a := r.Answer; a == nil || len(a.Expected) > MaxHistoryAnswerBytes || len(a.Received) > MaxHistoryAnswerBytes {
+			t.Fatalf("answer check %+v not kept within its bounds", a)
 		}
 		if len(r.Log) == 0 || len(r.Log) > MaxHistoryLogLines {
 			t.Fatalf("%d log lines", len(r.Log))

@@ -296,6 +296,7 @@ type resultRow struct {
 	TTFT, TPOT, ITLP50, ITLMax, EndToEnd         string
 	Input, Output, Finish                        string
 	Err                                          string
+	Answer                                       *AnswerCheck
 	Log                                          []logRow
 	// Open shows the newest failure's debug log unfolded.
 	Open bool
@@ -394,6 +395,7 @@ func resultRowOf(r *Record, now time.Time) resultRow {
 		Finish:    r.FinishReason,
 		Err:       r.Err,
 	}
+	row.Answer = r.Answer
 	if r.StatusCode != 0 {
 		row.Status = strconv.Itoa(r.StatusCode)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/llm-prober/llm-prober/multitarget"
 	"github.com/llm-prober/llm-prober/shard"
 	"github.com/llm-prober/llm-prober/status"
+	"github.com/llm-prober/llm-prober/tracing"
 )
 
 type serveOptions struct {
@@ -63,6 +64,7 @@ type daemon struct {
 	history  *status.History
 	servers  *collector.ServerMetrics
 	gpus     *collector.GPUCollector
+	spans    *tracing.Exporter
 	fleet    *fleet.Daemon
 	opts     serveOptions
 }
@@ -86,8 +88,13 @@ func newDaemon(opts serveOptions) *daemon {
 		opts:     opts,
 	}
 	pooled := collector.NewPooledMetrics() // embedding and rerank answers
-	reg.MustRegister(pooled)
-	d.engine = engine.New(opts.logger, probeMetrics, d.history, engine.PooledSink(pooled))
+	answers, rateLimits := collector.NewAnswerMetrics(), collector.NewRateLimitMetrics()
+	reg.MustRegister(pooled, answers, rateLimits)
+	d.spans = tracing.New(opts.logger, version.Version)
+	d.engine = engine.New(opts.logger, probeMetrics, d.history, engine.PooledSink(pooled),
+		engine.MetricsSink(answers, rateLimits), spanSink{d.spans})
+	// Span export follows the configured targets' otlp_traces.
+	d.config.OnChange(func(c *config.Config) { d.spans.SetTargets(c.TracingTargets()) })
 	// Model-server /metrics are fetched while Prometheus scrapes the prober,
 	// within that scrape's deadline: not in reg, but in a registry built for
 	// each scrape (collector.Handler).
@@ -223,6 +230,7 @@ func serve(ctx context.Context, opts serveOptions) int {
 	// list that changes now starts probes again.
 	d.models.Stop()
 	d.engine.Stop(shutdownCtx)
+	d.spans.Shutdown()
 	d.fleet.Stop(shutdownCtx)
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		logger.Warn("Web server did not stop cleanly", "err", err)

@@ -90,8 +90,8 @@ local gpuAlerts = import 'gpu.libsonnet';
               )
               and on (job, instance, target, probe, model) %(success)s == 0
             ||| % {
-              failed: series('llm_probe_requests_total', ['outcome!="success"']),
-              succeeded: series('llm_probe_requests_total', ['outcome="success"']),
+              failed: series('llm_probe_requests_total', ['outcome!~"success|wrong_answer"']),
+              succeeded: series('llm_probe_requests_total', ['outcome=~"success|wrong_answer"']),
               success: series('llm_probe_success'),
               w: c.probeFailingWindow,
               min: c.probeFailingMinFailures,
@@ -102,7 +102,8 @@ local gpuAlerts = import 'gpu.libsonnet';
           ) + {
             comment:: |||
               Several consecutive runs failed: no success in %s while at
-              least %d attempts failed, and the last one failed too.
+              least %d attempts failed, and the last one failed too. A wrong
+              answer is an answer: LLMProbeWrongAnswers pages for it, not this.
             ||| % [promql.durationText(c.probeFailingWindow), c.probeFailingMinFailures],
           },
           alert(
@@ -153,6 +154,42 @@ local gpuAlerts = import 'gpu.libsonnet';
               As blackbox_exporter users alert on probe_ssl_earliest_cert_expiry:
               the earliest expiry in the chain the target presented, per target
               (its probes share the server).
+            |||,
+          },
+          alert(
+            'LLMProbeWrongAnswers',
+            c.wrongAnswerSeverity,
+            'sum by (job, instance, target, probe, model) (increase(%s[%s])) > 0' % [series('llm_probe_requests_total', ['outcome="wrong_answer"']), c.wrongAnswerWindow],
+            '',
+            'Target {{ $labels.target }} answers probe {{ $labels.probe }} wrongly',
+            '{{ $value | humanize }} answers of target {{ $labels.target }} (model {{ $labels.model }}) to probe {{ $labels.probe }} failed its assertions in the last %s: the server is up but wrong. llm_probe_assertion_failures_total says which check; the status page shows the text received.' % promql.durationText(c.wrongAnswerWindow),
+          ) + {
+            comment:: |||
+              A correctness canary (assert:) failed: fast and wrong is an
+              outage too (a broken chat template, quantisation or deploy).
+            |||,
+          },
+          alert(
+            'LLMProbeRateLimitHeadroomLow',
+            c.ticketSeverity,
+            |||
+              min by (job, instance, target, resource) (%(ratio)s) < %(min)s
+              and on (job, instance, target)
+                time() - max by (job, instance, target) (%(updated)s) < %(fresh)d
+            ||| % {
+              ratio: series('llm_probe_rate_limit_remaining_ratio'),
+              updated: series('llm_probe_rate_limit_last_update_timestamp_seconds'),
+              min: n(c.rateLimitHeadroomRatio),
+              fresh: c.rateLimitFreshSeconds,
+            },
+            c.rateLimitHeadroomFor,
+            'Rate limit of {{ $labels.target }} nearly spent ({{ $labels.resource }})',
+            'Target {{ $labels.target }} reports only {{ $value | humanizePercentage }} of its {{ $labels.resource }} rate limit left: requests will soon get 429 Too Many Requests.',
+          ) + {
+            comment:: |||
+              From the x-ratelimit-* headers of the target's answers, while
+              they are recent: a stale low value after probes stopped says
+              nothing about the present.
             |||,
           },
         ],

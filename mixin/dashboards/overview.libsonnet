@@ -144,6 +144,27 @@ local common = import 'common.libsonnet';
           [g.instant('time() - max by (target, probe) (%s)' % series('llm_probe_last_run_timestamp_seconds'), probeLegend)],
         ) + g.size(12, 6),
 
+        g.row('Answers: correctness, reasoning, rate limits'),
+        g.timeseries(
+          'Wrong answers',
+          "Answers that failed a probe's assertions, by assertion (llm_probe_assertion_failures_total; docs/configuration.md, assert). Empty for probes without assertions. Any at all fires LLMProbeWrongAnswers.",
+          'reqps',
+          [g.q('sum by (target, probe, assertion) (rate(%s[$__rate_interval]))' % series('llm_probe_assertion_failures_total'), '{{target}}/{{probe}} {{assertion}}')],
+        ) + g.size(8, 8),
+        g.timeseries(
+          'Reasoning: first thinking vs first answer token',
+          'For reasoning models: time to the first reasoning token and to the first answer token (what a user waits for), median per probe. Empty for probes whose answers never carried reasoning.',
+          's',
+          common.quantiles('llm_probe_time_to_first_reasoning_token_seconds', ps, byProbe, probeLegend + ' thinking', ['0.5'])
+          + common.quantiles('llm_probe_time_to_first_answer_token_seconds', ps, byProbe, probeLegend + ' answer', ['0.5']),
+        ) + g.size(8, 8),
+        g.timeseries(
+          'Rate-limit headroom',
+          "remaining / limit of each target's rate limit, from the x-ratelimit-* headers of its last answers (hosted APIs and gateways; empty for servers that send none). LLMProbeRateLimitHeadroomLow fires below 10%.",
+          'percentunit',
+          [g.q('min by (target, resource) (%s)' % promql.series('llm_probe_rate_limit_remaining_ratio', [c.proberSelector, common.mJob, common.mTarget]), '{{target}} {{resource}}')],
+        ) + g.size(8, 8),
+
         g.row('Connection phases'),
         g.timeseries(
           'Phase duration p95',

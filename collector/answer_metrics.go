@@ -1,0 +1,199 @@
+package collector
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llm-prober/llm-prober/probe"
+)
+
+// AnswerMetrics exports what probes learn about answers beyond their
+// latency: which of a probe's assertions failed, and for reasoning models
+// when thinking and answering began. It lives beside ProbeMetrics, fed by
+// the same results (engine.MetricsSink), so that probes without
+// assertions or reasoning carry none of these series.
+type AnswerMetrics struct {
+	d answerDescs
+
+	mu     sync.RWMutex
+	series map[seriesKey]*answerSeries
+}
+
+type answerDescs struct {
+	assertFailures, firstReasoning, firstAnswer, secondToken, reasoningTokens *prometheus.Desc
+}
+
+// NewAnswerMetrics is an empty collector; Add announces each probe.
+func NewAnswerMetrics() *AnswerMetrics {
+	base := []string{"target", "probe", "model"}
+	return &AnswerMetrics{
+		d: answerDescs{
+			assertFailures: prometheus.NewDesc("llm_probe_assertion_failures_total",
+				"Answers that failed the probe's assertion, by assertion name; the request counts as outcome wrong_answer.",
+				append(slices.Clone(base), "assertion"), nil),
+			firstReasoning: prometheus.NewDesc("llm_probe_time_to_first_reasoning_token_seconds",
+				"Time from the request to the first chunk carrying reasoning (reasoning_content or reasoning), for successful streams of reasoning models.", base, nil),
+			firstAnswer: prometheus.NewDesc("llm_probe_time_to_first_answer_token_seconds",
+				"Time from the request to the first chunk carrying answer content, for successful streams of reasoning models.", base, nil),
+			secondToken: prometheus.NewDesc("llm_probe_time_to_second_token_seconds",
+				"Time from the request to the arrival of the second output token, for successful streams of probes that have seen reasoning.", base, nil),
+			reasoningTokens: prometheus.NewDesc("llm_probe_reasoning_tokens_total",
+				"Reasoning tokens the server reported (usage completion_tokens_details.reasoning_tokens).", base, nil),
+		},
+		series: map[seriesKey]*answerSeries{},
+	}
+}
+
+// AnswerSeries identifies one probe and what it checks.
+type AnswerSeries struct {
+	Target, Probe, Model string
+	// Assertions names the probe's assertions (all counters start at 0).
+	Assertions []string
+	// Histograms is the target's histogram form (ProbeSeries.Histograms).
+	Histograms string
+}
+
+type answerSeries struct {
+	spec     AnswerSeries
+	base     []string
+	failures map[string]prometheus.Counter
+	always   []prometheus.Metric
+	// reasoning is created when the probe first sees a reasoning chunk.
+	reasoning atomic.Pointer[reasoningSeries]
+}
+
+type reasoningSeries struct {
+	firstReasoning, firstAnswer, secondToken prometheus.Histogram
+	tokens                                   prometheus.Counter
+	metrics                                  []prometheus.Metric
+}
+
+// Add creates or keeps a probe's series; a changed model, assertion list
+// or histogram form replaces them.
+func (m *AnswerMetrics) Add(as AnswerSeries) {
+	k := seriesKey{as.Target, as.Probe}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.series[k]; ok && old.spec.Model == as.Model && slices.Equal(old.spec.Assertions, as.Assertions) &&
+		histogramForm(old.spec.Histograms) == histogramForm(as.Histograms) {
+		return
+	}
+	s := &answerSeries{spec: as, base: validUTF8(as.Target, as.Probe, as.Model), failures: map[string]prometheus.Counter{}}
+	for _, name := range as.Assertions {
+		c := newCounter()
+		s.failures[name] = c
+		s.always = append(s.always, newLabelled(m.d.assertFailures, c, append(slices.Clone(s.base), strings.ToValidUTF8(name, "\uFFFD"))...))
+	}
+	m.series[k] = s
+}
+
+// Remove drops every series of one probe.
+func (m *AnswerMetrics) Remove(target, probeName string) {
+	m.mu.Lock()
+	delete(m.series, seriesKey{target, probeName})
+	m.mu.Unlock()
+}
+
+// Observe records one result of a probe that was added.
+func (m *AnswerMetrics) Observe(target, probeName string, r *probe.Result) {
+	if r == nil {
+		return
+	}
+	m.mu.RLock()
+	s := m.series[seriesKey{target, probeName}]
+	m.mu.RUnlock()
+	if s == nil {
+		return
+	}
+	for _, f := range r.AssertionFailures {
+		if c := s.failures[f.Name]; c != nil {
+			c.Inc()
+		}
+	}
+	rs := s.reasoning.Load()
+	if rs == nil {
+		if !r.Reasoning.Seen {
+			return
+		}
+		rs = m.newReasoning(s)
+		if !s.reasoning.CompareAndSwap(nil, rs) {
+			rs = s.reasoning.Load()
+		}
+	}
+	if r.Reasoning.HasTokens && r.Reasoning.Tokens > 0 {
+		rs.tokens.Add(float64(r.Reasoning.Tokens))
+	}
+	// Latencies of successful streams only, as TTFT (docs/metrics.md 1.3).
+	if !r.Streamed || r.Outcome != probe.OutcomeSuccess {
+		return
+	}
+	if d := r.Reasoning.FirstReasoning; d > 0 {
+		rs.firstReasoning.Observe(d.Seconds())
+	}
+	if d := r.Reasoning.FirstAnswer; d > 0 {
+		rs.firstAnswer.Observe(d.Seconds())
+	}
+	if d, ok := r.SecondToken(); ok {
+		rs.secondToken.Observe(d.Seconds())
+	}
+}
+
+func (m *AnswerMetrics) newReasoning(s *answerSeries) *reasoningSeries {
+	form := histogramForm(s.spec.Histograms)
+	rs := &reasoningSeries{
+		firstReasoning: newHistogram("first_reasoning", ttftBuckets(), form),
+		firstAnswer:    newHistogram("first_answer", ttftBuckets(), form),
+		secondToken:    newHistogram("second_token", ttftBuckets(), form),
+		tokens:         newCounter(),
+	}
+	rs.metrics = []prometheus.Metric{
+		newLabelled(m.d.firstReasoning, rs.firstReasoning, s.base...),
+		newLabelled(m.d.firstAnswer, rs.firstAnswer, s.base...),
+		newLabelled(m.d.secondToken, rs.secondToken, s.base...),
+		newLabelled(m.d.reasoningTokens, rs.tokens, s.base...),
+	}
+	return rs
+}
+
+// Describe implements prometheus.Collector.
+func (m *AnswerMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.d.assertFailures
+	ch <- m.d.firstReasoning
+	ch <- m.d.firstAnswer
+	ch <- m.d.secondToken
+	ch <- m.d.reasoningTokens
+}
+
+// Collect implements prometheus.Collector.
+func (m *AnswerMetrics) Collect(ch chan<- prometheus.Metric) {
+	m.mu.RLock()
+	all := make([]*answerSeries, 0, len(m.series))
+	for _, s := range m.series {
+		all = append(all, s)
+	}
+	m.mu.RUnlock()
+	for _, s := range all {
+		for _, metric := range s.always {
+			ch <- metric
+		}
+		if rs := s.reasoning.Load(); rs != nil {
+			for _, metric := range rs.metrics {
+				ch <- metric
+			}
+		}
+	}
+}
+
+// seriesOutcomes are the outcomes a probe's llm_probe_requests_total
+// has: its protocol's, and wrong_answer when the probe asserts.
+func seriesOutcomes(ps ProbeSeries) []probe.Outcome {
+	out := protocolOutcomes(ps.Protocol)
+	if ps.Asserts && !slices.Contains(out, probe.OutcomeWrongAnswer) {
+		out = append(slices.Clone(out), probe.OutcomeWrongAnswer)
+	}
+	return out
+}
