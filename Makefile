@@ -25,7 +25,7 @@ LDFLAGS := -s -w \
 	-X github.com/prometheus/common/version.BuildUser=$(BUILD_USER) \
 	-X github.com/prometheus/common/version.BuildDate=$(BUILD_DATE)
 
-.PHONY: all build build-nonvml build-check run test lint fmt fmt-check mod-check helm vet staticcheck unit promtool chromium prometheus3 proto clean mixin dashboards deploy-rules soak soak-long fuzz bench conformance
+.PHONY: all build build-nonvml build-check run test lint fmt fmt-check mod-check helm vet staticcheck unit promtool chromium prometheus3 proto clean mixin dashboards deploy-rules soak soak-long fuzz bench conformance gpu-check
 
 all: build
 
@@ -219,6 +219,17 @@ conformance:
 		echo "make conformance: set LLAMA_SERVER=/path/to/llama-server and MODEL=/path/to/model.gguf" >&2; \
 		echo "  (how to build both: header of scripts/conformance.sh, docs/conformance.md)" >&2; exit 2; fi
 	LLAMA_SERVER="$(LLAMA_SERVER)" MODEL="$(MODEL)" GO="$(GO)" scripts/conformance.sh
+
+# The GPU collector against nvidia-smi on a host with an NVIDIA GPU
+# (scripts/gpu_check.py; results in docs/gpu.md). Opt-in: CI has no GPU.
+# Builds both binaries here; on a GPU host without Go, copy them over and
+# run the script directly, as its header says.
+GPU_CHECK_OUT ?= gpu-check-out
+gpu-check:
+	@mkdir -p $(BUILD_CHECK_DIR)
+	$(MAKE) --no-print-directory build
+	$(MAKE) --no-print-directory build-nonvml BINARY=$(BUILD_CHECK_DIR)/llm-prober-nonvml
+	python3 scripts/gpu_check.py ./$(BINARY) $(BUILD_CHECK_DIR)/llm-prober-nonvml $(GPU_CHECK_OUT)
 
 clean:
 	rm -f $(BINARY)
