@@ -3,6 +3,7 @@ package discovery
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,13 +52,15 @@ type harness struct {
 	reg    *prometheus.Registry
 	eng    *engine.Engine
 	models *Models
+	logs   *testutil.SyncBuffer
 }
 
 func start(t *testing.T, cfg *config.Config) *harness {
 	t.Helper()
-	logger := promslog.NewNopLogger()
+	logs := &testutil.SyncBuffer{}
+	logger := promslog.New(&promslog.Config{Writer: logs})
 	pm := collector.NewProbeMetrics()
-	h := &harness{reg: prometheus.NewRegistry(), eng: engine.New(logger, pm)}
+	h := &harness{reg: prometheus.NewRegistry(), eng: engine.New(logger, pm), logs: logs}
 	h.models = New(logger, h.eng.Apply)
 	h.reg.MustRegister(pm, h.models)
 	h.models.Apply(cfg)
@@ -154,6 +157,20 @@ func TestFilterAndLimit(t *testing.T) {
 		if h.gauge(t, "llm_prober_discovered_model_info", "model", m) != 1 {
 			t.Errorf("model %s not probed", m)
 		}
+	}
+	// The limit is said once, with the names left out, not at every refresh.
+	warn := "The server lists more models than discover_models.max_models"
+	testutil.WaitFor(t, "the limit logged", 5*time.Second, func() bool { return strings.Contains(h.logs.String(), warn) })
+	line := h.logs.String()[strings.Index(h.logs.String(), warn):]
+	line = line[:strings.IndexByte(line, '\n')]
+	for _, want := range []string{"max_models=2", "matching=4", "llama-c", "llama-d"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the limit's log line lacks %q: %s", want, line)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // five more refreshes of the same list
+	if n := strings.Count(h.logs.String(), warn); n != 1 {
+		t.Errorf("the limit was logged %d times, want once", n)
 	}
 }
 
