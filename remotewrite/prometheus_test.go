@@ -23,12 +23,10 @@ import (
 	"github.com/llm-prober/llm-prober/internal/testutil"
 )
 
-// outage is how long the receiver is down. The issue asks for 30 s; 10 s
-// exercises the same path (sends fail, back off to max_backoff, the queue
-// holds every gather, drains in order on return), since nothing in the
-// writer depends on the outage's length but the queue's size, which the
-// test sizes for it; the shorter outage keeps make test on 2 cores fast.
-const outage = 10 * time.Second
+// outage is how long the receiver is down: the 30 s issue 21 names, about
+// 30 gathers of a few samples each, which the test's queue of 1000 holds.
+// Sends fail, back off to max_backoff and drain in order on return.
+const outage = 30 * time.Second
 
 // countingGatherer counts the gathers, so the test knows how many
 // samples of each series were made.
@@ -59,7 +57,7 @@ func startPrometheus(t *testing.T, bin, addr, dir string) *testutil.Process {
 // outage loses nothing that fits in the queue.
 func TestRemoteWriteToPrometheus(t *testing.T) {
 	if testing.Short() {
-		t.Skip("needs a real Prometheus and about 25 s")
+		t.Skip("needs a real Prometheus and about 35 s")
 	}
 	bin := testutil.RequireTool(t, "prometheus", "LLM_PROBER_REQUIRE_PROMTOOL",
 		"the remote-write test needs a real Prometheus; make test installs Debian's prometheus package (scripts/ensure-promtool.sh)")
