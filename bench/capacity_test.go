@@ -78,6 +78,11 @@ func TestCapacitySearchFindsKnee(t *testing.T) {
 	if math.Abs(got/want.RequestsPerSecond-1) > 0.10 {
 		t.Errorf("capacity %.2f/s is not within 10%% of the analytic %.2f/s\n%s", got, want.RequestsPerSecond, stdout)
 	}
+	// The bar is five minutes of wall time; the budget (3 min)
+	// already ends a search, so this fails only if the budget is broken.
+	if took := time.Since(began); took > 5*time.Minute {
+		t.Errorf("the search took %s, over five minutes", took.Round(time.Second))
+	}
 	if rep.Capacity.Upper == nil || *rep.Capacity.Upper <= got {
 		t.Errorf("bracket [%g, %v] does not bound the capacity", rep.Capacity.Lower, rep.Capacity.Upper)
 	}

@@ -79,6 +79,29 @@ func TestBenchCapacityUnmeetableSLO(t *testing.T) {
 	t.Logf("gave up after %s", time.Since(start).Round(time.Millisecond))
 }
 
+// --min-capacity is a CI gate: a capacity below it fails the run with
+// the reason, one at or above it passes. The search here climbs to its
+// ceiling (every level meets a loose SLO), so the capacity is known: 2.
+func TestBenchMinCapacityExitStatus(t *testing.T) {
+	url := startSimulator(t)
+	dir := benchDir(t, url)
+	for _, tc := range []struct {
+		min  string
+		code int
+	}{{"3", 1}, {"2", 0}} {
+		code, stdout, stderr := runBenchArgs(context.Background(), t, "--config.file", filepath.Join(dir, "c.yml"), "--target", "sim",
+			"--capacity", "concurrency", "--slo", "latency<30s", "--search-start", "1", "--search-max", "2",
+			"--duration", "1s", "--warmup", "0s", "--min-capacity", tc.min)
+		if code != tc.code {
+			t.Fatalf("--min-capacity %s: exit %d, want %d\n%s\n%s", tc.min, code, tc.code, stdout, stderr)
+		}
+		const msg = "llm-prober bench: capacity 2 is below --min-capacity 3"
+		if got := strings.Contains(stderr, msg); got != (tc.code == 1) {
+			t.Errorf("--min-capacity %s: %q in stderr is %v:\n%s", tc.min, msg, got, stderr)
+		}
+	}
+}
+
 // Two runs merged on the command line: levels add, the merged JSON names
 // its inputs, and the HTML report is written.
 func TestBenchMergeCommand(t *testing.T) {
