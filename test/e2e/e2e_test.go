@@ -99,11 +99,12 @@ func TestEndToEnd(t *testing.T) {
 		return p
 	}
 	startSim(simA, "--metrics.naming", "triton",
-		"--latency.ttft-base", simTTFTBase.String(), "--latency.jitter", "0.02")
+		"--latency.ttft-base", simTTFTBase.String(), "--latency.jitter", "0.02",
+		"--rate-limit.requests-per-minute", "100000")
 	flaky := startSim(simB, "--fault.error-rate", "1")
 
 	cfgPath := filepath.Join(dir, "llm-prober.yml")
-	testutil.WriteFile(t, cfgPath, fmt.Sprintf(proberConfig, simA, simA, simB, simB, simA))
+	testutil.WriteFile(t, cfgPath, fmt.Sprintf(proberConfig, simA, simA, simB, simB, simA, simA, simA))
 	prober := testutil.StartProcess(t, "llm-prober", exec.Command(bin,
 		"--config.file="+cfgPath, "--web.listen-address="+proberAddr, "--log.level=warn"))
 	prober.WaitReady(t, "http://"+proberAddr)
@@ -221,6 +222,29 @@ const proberConfig = `targets:
       - name: steady
         workload: short
         schedule: {every: 5s}
+  # Wrong answers, reasoning timings and rate-limit headroom (their
+  # panels): the simulator answers "four" where "five" is asserted, and
+  # streams reasoning before the answer; its rate-limit headers come with
+  # every answer.
+  - name: sim-canary
+    protocol: openai_chat
+    url: http://%s
+    model: sim-llm
+    headers: {X-Sim-Answer: four}
+    probes:
+      - name: canary
+        workload: short
+        schedule: {every: 1s}
+        assert: [{contains: five}]
+  - name: sim-reasoning
+    protocol: openai_chat
+    url: http://%s
+    model: sim-llm
+    headers: {X-Sim-Options: reasoning_tokens=3}
+    probes:
+      - name: thinking
+        workload: short
+        schedule: {every: 1s}
 workloads:
   short:
     prompts:

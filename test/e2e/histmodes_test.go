@@ -111,11 +111,11 @@ func TestHistogramModes(t *testing.T) {
 	for addr, naming := range map[string]string{simVLLM: "vllm", simTriton: "triton"} {
 		p := testutil.StartProcess(t, "simulate-"+naming, exec.Command(bin, "simulate", "--log.level=warn",
 			"--listen", addr, "--grpc-listen=", "--metrics.naming", naming,
-			"--latency.ttft-base=5ms", "--latency.decode-base=2ms"))
+			"--latency.ttft-base=5ms", "--latency.decode-base=2ms", "--rate-limit.requests-per-minute=100000"))
 		p.WaitHTTP(t, "http://"+addr+"/health")
 	}
 	cfg := filepath.Join(t.TempDir(), "llm-prober.yml")
-	testutil.WriteFile(t, cfg, fmt.Sprintf(modesProberConfig, simVLLM, simVLLM, simTriton, simTriton, simVLLM))
+	testutil.WriteFile(t, cfg, fmt.Sprintf(modesProberConfig, simVLLM, simVLLM, simTriton, simTriton, simVLLM, simVLLM, simVLLM))
 	prober := testutil.StartProcess(t, "llm-prober", exec.Command(bin,
 		"--config.file="+cfg, "--web.listen-address="+proberAddr, "--log.level=warn"))
 	prober.WaitReady(t, "http://"+proberAddr)
@@ -193,6 +193,29 @@ const modesProberConfig = `targets:
     discover_models: {max_models: 5}
     probes:
       - name: fast
+        workload: short
+        schedule: {every: 1s}
+  # Wrong answers, reasoning timings and rate-limit headroom (their
+  # panels): the simulator answers "four" where "five" is asserted, and
+  # streams reasoning before the answer; its rate-limit headers come with
+  # every answer.
+  - name: sim-canary
+    protocol: openai_chat
+    url: http://%s
+    model: sim-llm
+    headers: {X-Sim-Answer: four}
+    probes:
+      - name: canary
+        workload: short
+        schedule: {every: 1s}
+        assert: [{contains: five}]
+  - name: sim-reasoning
+    protocol: openai_chat
+    url: http://%s
+    model: sim-llm
+    headers: {X-Sim-Options: reasoning_tokens=3}
+    probes:
+      - name: thinking
         workload: short
         schedule: {every: 1s}
 workloads:
