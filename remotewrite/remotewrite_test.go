@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/llm-prober/llm-prober/config"
+	itestutil "github.com/llm-prober/llm-prober/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -180,7 +182,8 @@ remote_write:
 	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "test_seconds", Help: "h", Buckets: []float64{0.5, 1}})
 	reg.MustRegister(ticks, h)
 	selfReg := prometheus.NewRegistry()
-	m := NewManager(promslog.NewNopLogger(), reg, selfReg)
+	logs := &itestutil.SyncBuffer{}
+	m := NewManager(promslog.New(&promslog.Config{Writer: logs}), reg, selfReg)
 	m.Apply(cfg)
 	for range 3 {
 		ticks.Inc()
@@ -220,6 +223,13 @@ remote_write:
 	}
 	if n := testutil.ToFloat64(m.metrics.failed.WithLabelValues(srv.URL + "/api/v1/write")); n < 1 {
 		t.Errorf("no failed sends counted during the outage")
+	}
+	// The outage is said once, with the reason, not at every retry, and
+	// so is its end.
+	out := logs.String()
+	if n := strings.Count(out, "Remote write failing; retrying with backoff"); n != 1 || !strings.Contains(out, "503") ||
+		strings.Count(out, "Remote write succeeding again") != 1 {
+		t.Errorf("the outage was logged %d times (want once, with the status, then its end once):\n%s", n, out)
 	}
 }
 
