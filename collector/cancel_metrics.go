@@ -152,7 +152,7 @@ func (c *ServerMetrics) RequestsRunning(ctx context.Context, target string) (flo
 	var limit time.Duration
 	if dl, ok := ctx.Deadline(); ok {
 		if limit = time.Until(dl); limit <= 0 {
-			return 0, ctx.Err()
+			return 0, context.DeadlineExceeded
 		}
 	}
 	res, err := c.scrape(t, limit)

@@ -65,6 +65,9 @@ func (p *Probe) validateCancel(d *decoder, path string, t *Target, w *Workload) 
 	} else if !p.Streaming() {
 		d.at(path, "a cancellation probe cuts a streamed answer; remove stream: false")
 	}
+	if len(p.Assert) > 0 {
+		d.at(path, "a cancellation probe reads only the start of the answer; it cannot also have assert:")
+	}
 	if t.ServerMetrics == nil {
 		d.at(path, "a cancellation probe reads the server's running requests from its metrics; give target %q server_metrics", t.Name)
 	}

@@ -132,7 +132,10 @@ func (s *Server) FreeLeakedSlots() int {
 	now := time.Now().UnixNano()
 	for t, e := range held {
 		t.release()
-		e.update(func(r *RequestRecord) { r.SlotReleasedUnixNano = now })
+		e.update(func(r *RequestRecord) {
+			r.SlotReleasedUnixNano = now
+			r.SlotLeaked = false
+		})
 		n++
 	}
 	for t, p := range pending {
