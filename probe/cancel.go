@@ -2,6 +2,7 @@ package probe
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -101,3 +102,23 @@ func (r *Result) stopOnChunkError(at time.Time, err error) bool {
 // its end-to-end time, TPOT and throughput describe the part read, not an
 // answer, and are not observed.
 func (r *Result) Cut() bool { return r.Cancel != nil }
+
+// writeCancelReport prints a cancellation probe's cut and, once measured,
+// what the server did with the slot.
+func writeCancelReport(line func(label, format string, args ...any), r *Result) {
+	c := r.Cancel
+	if c == nil {
+		return
+	}
+	line("cancelled", "after %d %s (asked: %d) at %s; the end-to-end time is the cut's, TPOT and tokens/s are not measured",
+		c.Tokens, plural(c.Tokens, "token"), c.AfterTokens, ms(c.At))
+	running := fmt.Sprintf("%g running before the cut", c.RunningBefore)
+	switch c.Release {
+	case CancelReleased:
+		line("  slot", "released: seen free %s after the close (%s)", ms(c.ReleaseAfter), running)
+	case CancelLeaked:
+		line("  slot", "leaked: still held at the release timeout (%s)", running)
+	case CancelReleaseUnknown:
+		line("  slot", "unknown: the server's running requests could not be read")
+	}
+}
