@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/llm-prober/llm-prober/collector"
@@ -88,6 +90,7 @@ func (c *Cancel) measure(ctx context.Context, target string, res *probe.Result, 
 	cut := res.Cancel
 	cut.Release = probe.CancelReleaseUnknown
 	if !before.done || before.err != nil {
+		cut.Err = before.err
 		return
 	}
 	cut.RunningBefore = before.value
@@ -96,7 +99,9 @@ func (c *Cancel) measure(ctx context.Context, target string, res *probe.Result, 
 	read := false
 	for next := closed; ; {
 		v, err := c.Running.RequestsRunning(wctx, target)
-		if err == nil {
+		if err != nil {
+			cut.Err = err
+		} else {
 			read = true
 			if v <= before.value-1 || v <= 0 {
 				cut.Release, cut.ReleaseAfter = probe.CancelReleased, time.Since(closed)
@@ -110,8 +115,20 @@ func (c *Cancel) measure(ctx context.Context, target string, res *probe.Result, 
 			break
 		}
 	}
-	if read && ctx.Err() == nil {
-		cut.Release = probe.CancelLeaked
+	switch {
+	case read && ctx.Err() == nil:
+		cut.Release, cut.Err = probe.CancelLeaked, nil
+	case ctx.Err() != nil:
+		cut.Err = fmt.Errorf("stopped while waiting for the release: %w", ctx.Err())
+	}
+}
+
+// logCancel logs a cut's measurement at debug level; the counters carry
+// it, and a leaking server would otherwise log at every run.
+func logCancel(logger *slog.Logger, res *probe.Result) {
+	if c := res.Cancel; c != nil {
+		logger.Debug("Stream cut on purpose", "request_id", res.RequestID, "tokens", c.Tokens, "release", c.Release,
+			"release_after", c.ReleaseAfter, "running_before", c.RunningBefore, "err", c.Err)
 	}
 }
 

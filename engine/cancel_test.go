@@ -2,8 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -107,14 +110,15 @@ func TestCancelReleaseMeasured(t *testing.T) {
 // TestCancelLeakAndUnknown: a server that never frees the slot is counted
 // leaked after the release timeout (ground truth: the slot is held, and
 // freeing it through the simulator's debug endpoint empties the gauge);
-// a target whose metrics cannot be read counts unknown, without waiting.
+// a target whose metrics cannot be read, or lack the running gauge,
+// counts unknown, without waiting, saying why.
 func TestCancelLeakAndUnknown(t *testing.T) {
 	sim := cancelSim(t)
 	c := cancelConfig(t, sim.URL, sim.URL+"/metrics", "disconnect_release=leak", "{after_tokens: 2, release_timeout: 400ms, poll_interval: 50ms}", "{every: 1m}")
 	began := time.Now()
 	res := sendCancel(t, c)
 	took := time.Since(began)
-	if res.Cancel.Release != probe.CancelLeaked || res.Cancel.RunningBefore != 1 || took < 400*time.Millisecond || took > 3*time.Second {
+	if res.Cancel.Release != probe.CancelLeaked || res.Cancel.RunningBefore != 1 || res.Cancel.Err != nil || took < 400*time.Millisecond || took > 3*time.Second {
 		t.Errorf("leak: cancellation %+v after %s", *res.Cancel, took)
 	}
 	if rec := simtest.GroundTruth(t, sim.URL, res.RequestID); !rec.SlotLeaked || rec.SlotReleasedUnixNano != 0 || rec.DisconnectUnixNano == 0 {
@@ -144,11 +148,16 @@ func TestCancelLeakAndUnknown(t *testing.T) {
 	c = cancelConfig(t, sim.URL, down, "disconnect_release=0s", "{after_tokens: 2, release_timeout: 5s, poll_interval: 50ms}", "{every: 1m}")
 	began = time.Now()
 	res = sendCancel(t, c)
-	if res.Cancel.Release != probe.CancelReleaseUnknown || time.Since(began) > 3*time.Second {
+	if res.Cancel.Release != probe.CancelReleaseUnknown || res.Cancel.Err == nil || time.Since(began) > 3*time.Second {
 		t.Errorf("metrics down: cancellation %+v after %s", *res.Cancel, time.Since(began))
 	}
-	c = cancelConfig(t, sim.URL, sim.URL+"/v1/models", "disconnect_release=0s", "{after_tokens: 2, release_timeout: 5s, poll_interval: 50ms}", "{every: 1m}")
-	if res = sendCancel(t, c); res.Cancel.Release != probe.CancelReleaseUnknown {
+	noGauge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = w.Write([]byte("vllm:num_requests_waiting{model_name=\"sim-llm\"} 0\n"))
+	}))
+	defer noGauge.Close()
+	c = cancelConfig(t, sim.URL, noGauge.URL+"/metrics", "disconnect_release=0s", "{after_tokens: 2, release_timeout: 5s, poll_interval: 50ms}", "{every: 1m}")
+	if res = sendCancel(t, c); res.Cancel.Release != probe.CancelReleaseUnknown || !errors.Is(res.Cancel.Err, collector.ErrNoRunningGauge) {
 		t.Errorf("no gauge: cancellation %+v", *res.Cancel)
 	}
 }

@@ -216,6 +216,7 @@ func (e *Engine) job(p *Probe, spec schedule.Spec, fp string, limiter *schedule.
 			if ok {
 				lengths.check(sent)
 			}
+			logCancel(logger, res)
 			health.log(logger, p, res)
 			return ok
 		},

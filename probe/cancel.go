@@ -45,6 +45,9 @@ type Cancellation struct {
 	// RunningBefore is the server's running requests read just before
 	// the cut (valid unless Release is CancelReleaseUnknown).
 	RunningBefore float64
+	// Err says why the release is CancelReleaseUnknown: the last failed
+	// read of the server's metrics.
+	Err error
 }
 
 // Results of a cancellation, label values of
@@ -119,6 +122,6 @@ func writeCancelReport(line func(label, format string, args ...any), r *Result) 
 	case CancelLeaked:
 		line("  slot", "leaked: still held at the release timeout (%s)", running)
 	case CancelReleaseUnknown:
-		line("  slot", "unknown: the server's running requests could not be read")
+		line("  slot", "unknown: the server's running requests could not be read: %v", c.Err)
 	}
 }

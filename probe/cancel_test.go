@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -38,10 +39,11 @@ func TestWriteCancelReport(t *testing.T) {
 	for release, want := range map[string]string{
 		CancelReleased:       "  slot           released: seen free 12.00 ms after the close (3 running before the cut)",
 		CancelLeaked:         "  slot           leaked: still held at the release timeout (3 running before the cut)",
-		CancelReleaseUnknown: "  slot           unknown: the server's running requests could not be read",
+		CancelReleaseUnknown: "  slot           unknown: the server's running requests could not be read: HTTP status 503",
 	} {
 		r := &Result{RequestID: "x", Streamed: true, Outcome: OutcomeSuccess, TTFT: time.Millisecond, EndToEnd: 4 * time.Millisecond,
-			Cancel: &Cancellation{AfterTokens: 4, Tokens: 4, At: 4 * time.Millisecond, Release: release, ReleaseAfter: 12 * time.Millisecond, RunningBefore: 3}}
+			Cancel: &Cancellation{AfterTokens: 4, Tokens: 4, At: 4 * time.Millisecond, Release: release, ReleaseAfter: 12 * time.Millisecond, RunningBefore: 3,
+				Err: errors.New("HTTP status 503")}}
 		var b strings.Builder
 		if err := WriteReport(&b, "t", "p", r); err != nil {
 			t.Fatal(err)
