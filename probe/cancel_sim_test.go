@@ -15,7 +15,8 @@ import (
 // stream is open, ends as a success with the cut recorded and TPOT and
 // throughput undefined, and closes the stream so the server sees the
 // client leave (ground truth: client_gone, the disconnect noticed within
-// a second of the cut, fewer tokens sent than planned). An HTTP driver's
+// a second of the cut, fewer tokens sent than planned; told to, it
+// leaks the slot instead of freeing it). An HTTP driver's
 // next probe goes over a new connection: the cut one was not pooled.
 func TestCancelAfterTokensAgainstSimulator(t *testing.T) {
 	cfg := simulator.DefaultConfig()
@@ -74,12 +75,27 @@ func TestCancelAfterTokensAgainstSimulator(t *testing.T) {
 			if rec.Outcome != "client_gone" || rec.OutputTokens < k || rec.OutputTokens >= rec.PlannedOutputTokens {
 				t.Errorf("ground truth: outcome %s, %d of %d tokens sent; want client_gone after at least %d", rec.Outcome, rec.OutputTokens, rec.PlannedOutputTokens, k)
 			}
+			if rec.DisconnectUnixNano == 0 || rec.SlotReleasedUnixNano < rec.DisconnectUnixNano {
+				t.Errorf("ground truth: disconnect at %d, slot released at %d", rec.DisconnectUnixNano, rec.SlotReleasedUnixNano)
+			} else if lag := time.Unix(0, rec.DisconnectUnixNano).Sub(cut); lag > time.Second {
+				t.Errorf("server noticed the disconnect %s after the cut", lag)
+			}
+			// Told to leak (X-Sim-Options, gRPC metadata for triton_grpc),
+			// the server keeps the slot after the same cut.
+			leaky, err := probe.NewDriver(p.Name, withHeader(opts, simulator.HeaderOptions, "disconnect_release=leak"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.CancelAfter.Before = nil
+			leak := leaky.Probe(context.Background(), req)
+			leaky.Close()
+			if rec := simtest.GroundTruth(t, sim.URL, leak.RequestID); !leak.Cut() || !rec.SlotLeaked || sim.Server.HeldSlots() != 1 {
+				t.Errorf("leak: cut %t, ground truth leaked %t, %d slots held", leak.Cut(), rec.SlotLeaked, sim.Server.HeldSlots())
+			}
+			if n := sim.Server.FreeLeakedSlots(); n != 1 {
+				t.Errorf("freed %d slots", n)
+			}
 			if p.Endpoint == probe.EndpointURL {
-				if rec.DisconnectUnixNano == 0 || rec.SlotReleasedUnixNano < rec.DisconnectUnixNano {
-					t.Errorf("ground truth: disconnect at %d, slot released at %d", rec.DisconnectUnixNano, rec.SlotReleasedUnixNano)
-				} else if lag := time.Unix(0, rec.DisconnectUnixNano).Sub(cut); lag > time.Second {
-					t.Errorf("server noticed the disconnect %s after the cut", lag)
-				}
 				next := d.Probe(context.Background(), &probe.Request{Prompt: "again", MaxTokens: 2, Stream: true})
 				if next.Outcome != probe.OutcomeSuccess || next.Phases.ConnectionReused || next.Cut() {
 					t.Errorf("next probe: outcome %s (%v), connection reused %t, cut %t", next.Outcome, next.Err, next.Phases.ConnectionReused, next.Cut())
@@ -107,4 +123,9 @@ func TestCancelAfterMoreTokensThanTheAnswer(t *testing.T) {
 	if _, ok := res.TPOT(); !ok {
 		t.Error("TPOT undefined for a whole answer")
 	}
+}
+
+func withHeader(o probe.TargetOptions, k, v string) probe.TargetOptions {
+	o.Headers = map[string]string{k: v}
+	return o
 }

@@ -119,6 +119,15 @@ func (s *Server) releaseSlot(j *job, outcome string) {
 	}
 }
 
+// releaseOnPanic, deferred once a job holds its ticket, gives the slot
+// back when serving the request panics: a bug must not look like a leak.
+func (j *job) releaseOnPanic() {
+	if r := recover(); r != nil {
+		j.ticket.release()
+		panic(r)
+	}
+}
+
 // FreeLeakedSlots gives back every slot held for a disconnected request,
 // leaked or waiting for its delayed release, and returns how many: tests
 // reset the server with it (also POST /debug/slots/release).

@@ -142,12 +142,7 @@ func (j *job) run(ctx context.Context) {
 		return
 	}
 	j.ticket = t
-	defer func() {
-		if r := recover(); r != nil {
-			t.release() // never leak a slot to a bug
-			panic(r)
-		}
-	}()
+	defer j.releaseOnPanic()
 
 	var outcome, reason string
 	if p.stream {
