@@ -630,7 +630,10 @@ func (s *series) observe(r *probe.Result) {
 			}
 			r.InterTokenLatencies(s.observeITL)
 		}
-		observeWithExemplar(s.duration, r.EndToEnd.Seconds(), ex)
+		if !r.Cut() {
+			// A stream the probe cut ends at the cut, not the answer's end.
+			observeWithExemplar(s.duration, r.EndToEnd.Seconds(), ex)
+		}
 		if tps, has := r.OutputTokensPerSecond(); has {
 			s.tps.Observe(tps)
 		}

@@ -149,6 +149,9 @@ type Probe struct {
 	// Assert checks the answer's text (assert.go).
 	Assert     []*Assert `yaml:"assert,omitempty"`
 	assertions probe.Assertions
+	// Cancel cuts each stream after some tokens and measures the server
+	// freeing the slot (cancel.go).
+	Cancel *Cancel `yaml:"cancel,omitempty"`
 	// Model is set on the probes model discovery makes from this one
 	// (Config.WithModels); never read from the file.
 	Model string `yaml:"-" json:"model,omitempty"`
@@ -313,6 +316,7 @@ func (c *Config) applyTargetDefaults(t *Target) {
 			p.SLO.Objective = DefaultObjective
 		}
 		p.Schedule.applyDefaults(time.Duration(p.Timeout))
+		p.Cancel.applyDefaults()
 	}
 }
 
@@ -452,6 +456,7 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 		p.Schedule.validate(d, pp+".schedule", t.MaxInFlight)
 		positive(d, pp+".timeout", p.Timeout)
 		p.validateAssert(d, pp, t.Protocol)
+		p.validateCancel(d, pp, t, c.Workloads[p.Workload])
 		if s := p.SLO; s != nil {
 			if s.TTFT == 0 && s.TPOT == 0 {
 				d.at(pp+".slo", "an SLO needs a ttft or tpot threshold")

@@ -24,6 +24,8 @@ type Info struct {
 	Assertions []string
 	// Histograms is the target's histogram form.
 	Histograms string
+	// Cancel is set for a cancellation probe (cancel:).
+	Cancel bool
 }
 
 // Sink receives the probes of every applied configuration and each result
@@ -47,6 +49,8 @@ type Engine struct {
 	metrics *collector.ProbeMetrics
 	sinks   []Sink
 	runner  *schedule.Runner
+	// running reads the servers of cancellation probes (cancel.go).
+	running *collector.ServerMetrics
 
 	mu      sync.Mutex
 	targets map[string]*targetState
@@ -67,6 +71,7 @@ func New(logger *slog.Logger, metrics *collector.ProbeMetrics, sinks ...Sink) *E
 		metrics: metrics,
 		sinks:   sinks,
 		runner:  schedule.NewRunner(logger, schedule.Options{}),
+		running: collector.NewServerMetrics(logger),
 		targets: map[string]*targetState{},
 		series:  map[[2]string]bool{},
 	}
@@ -103,6 +108,7 @@ func (e *Engine) Apply(cfg *config.Config) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 
+	e.running.SetTargets(cancelServerTargets(cfg))
 	newTargets := map[string]*targetState{}
 	for _, t := range cfg.Targets {
 		fp := targetFingerprint(t)
@@ -133,12 +139,12 @@ func (e *Engine) Apply(cfg *config.Config) {
 			e.metrics.Add(collector.ProbeSeries{Target: t.Name, Probe: pc.Name, Model: model, SLO: pc.CollectorSLO(), Protocol: t.Protocol, Histograms: t.Histograms,
 				Asserts: len(pc.Assertions()) > 0})
 			info := Info{Target: t.Name, Probe: pc.Name, Model: model, Protocol: t.Protocol, Endpoint: t.Endpoint(),
-				Assertions: pc.Assertions().Names(), Histograms: t.Histograms}
+				Assertions: pc.Assertions().Names(), Histograms: t.Histograms, Cancel: pc.Cancel != nil}
 			for _, s := range e.sinks {
 				s.Add(info)
 			}
 			newSeries[[2]string{t.Name, pc.Name}] = true
-			p := newProbe(t, pc, w, ts.driver)
+			p := newProbe(t, pc, w, ts.driver, e.running)
 			jobs = append(jobs, e.job(p, pc.Schedule.Spec(), ts.fingerprint+fingerprint(pc, w), ts.limiter))
 		}
 	}
@@ -210,6 +216,7 @@ func (e *Engine) job(p *Probe, spec schedule.Spec, fp string, limiter *schedule.
 			if ok {
 				lengths.check(sent)
 			}
+			logCancel(logger, res)
 			health.log(logger, p, res)
 			return ok
 		},
@@ -248,4 +255,5 @@ func (e *Engine) Stop(ctx context.Context) {
 	for _, ts := range e.targets {
 		ts.driver.Close()
 	}
+	e.running.Close()
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/llm-prober/llm-prober/collector"
 	"github.com/llm-prober/llm-prober/config"
 	"github.com/llm-prober/llm-prober/probe"
 	"github.com/llm-prober/llm-prober/workload"
@@ -39,6 +40,12 @@ type Probe struct {
 	// Assert checks each answer's text; a failure makes the result
 	// wrong_answer. Without assertions the text is never kept.
 	Assert probe.Assertions
+	// Cancel, when set, cuts each stream and measures the server freeing
+	// the slot (cancel.go); nil for other probes.
+	Cancel *Cancel
+	// closeRunning releases a reader of server metrics of the probe's own
+	// (Open); nil otherwise.
+	closeRunning func()
 }
 
 // Sent is one request of a probe and what came of it.
@@ -62,11 +69,18 @@ func (p *Probe) Send(ctx context.Context) Sent {
 // is drawn and built, and its connection made, now; it is written once
 // release is closed, which the caller closes at at (a burst's planned
 // time: schedule.Ticket.Release). The probe's timeout counts from at, not
-// from now. A nil release is Send.
+// from now. A nil release is Send. A cancellation probe's SendAt returns
+// once the server freed the cut request's slot, or its release timeout
+// passed (outside the probe's timeout).
 func (p *Probe) SendAt(ctx context.Context, release <-chan struct{}, at time.Time) Sent {
 	draw := p.Workload.Draw(p.Model)
 	draw.Request.Stream = p.Stream
 	draw.Request.CaptureAnswer = len(p.Assert) > 0
+	outer := ctx
+	var before reading
+	if p.Cancel != nil && p.Stream {
+		p.Cancel.arm(ctx, p.Target, draw.Request, &before)
+	}
 	var cancel context.CancelFunc
 	if release == nil {
 		ctx, cancel = context.WithTimeout(ctx, p.Timeout)
@@ -76,6 +90,10 @@ func (p *Probe) SendAt(ctx context.Context, release <-chan struct{}, at time.Tim
 	defer cancel()
 	res := p.Driver.Probe(ctx, draw.Request)
 	p.Assert.Check(res)
+	if res.Cancel != nil && p.Cancel != nil {
+		// The driver has closed the stream.
+		p.Cancel.measure(outer, p.Target, res, &before, time.Now())
+	}
 	return Sent{Draw: draw, Result: res}
 }
 
@@ -86,8 +104,9 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// newProbe is a configured probe of t over driver d.
-func newProbe(t *config.Target, pc *config.Probe, w *config.Workload, d probe.Driver) *Probe {
+// newProbe is a configured probe of t over driver d; a cancellation
+// probe reads the server's running requests through running.
+func newProbe(t *config.Target, pc *config.Probe, w *config.Workload, d probe.Driver, running RunningReader) *Probe {
 	return &Probe{
 		Target:   t.Name,
 		Name:     pc.Name,
@@ -99,6 +118,7 @@ func newProbe(t *config.Target, pc *config.Probe, w *config.Workload, d probe.Dr
 		Driver:   d,
 		Workload: workload.New(w),
 		Assert:   pc.Assertions(),
+		Cancel:   newCancel(pc, running),
 	}
 }
 
@@ -109,11 +129,29 @@ func Open(cfg *config.Config, t *config.Target, pc *config.Probe, logger *slog.L
 	if err != nil {
 		return nil, fmt.Errorf("target %s (%s): %w", t.Name, t.Endpoint(), err)
 	}
-	return newProbe(t, pc, cfg.Workloads[pc.Workload], d), nil
+	var running *collector.ServerMetrics
+	if pc.Cancel != nil {
+		running = collector.NewServerMetrics(logger)
+		for _, st := range cfg.ServerTargets() {
+			if st.Name == t.Name {
+				running.SetTargets([]collector.ServerTarget{st})
+			}
+		}
+	}
+	p := newProbe(t, pc, cfg.Workloads[pc.Workload], d, running)
+	if running != nil {
+		p.closeRunning = running.Close
+	}
+	return p, nil
 }
 
 // Close releases the driver's idle connections.
-func (p *Probe) Close() { p.Driver.Close() }
+func (p *Probe) Close() {
+	p.Driver.Close()
+	if p.closeRunning != nil {
+		p.closeRunning()
+	}
+}
 
 // Loaded is a probe opened from a configuration file, with the
 // configuration it came from.

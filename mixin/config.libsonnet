@@ -112,6 +112,12 @@
 
     serverMetricsUnreachableFor: '5m',
 
+    // LLMServerCancelledRequestsLeaking: any request a cancellation probe
+    // cut whose slot the server did not free within the probe's
+    // release_timeout, in the window. A healthy server frees every one.
+    cancelLeakWindow: '30m',
+    cancelLeakSeverity: 'ticket',
+
     // LLMGPUMemoryNearlyFull: used / total device memory. vLLM and
     // TensorRT-LLM reserve most of it up front (vLLM's default
     // gpu_memory_utilization is 0.9), so keep this above the reservation.

@@ -4,9 +4,10 @@ import "time"
 
 // TPOT is the mean time per output token after the first:
 // (end-to-end − TTFT) / (output tokens − 1). It is undefined (ok=false) for
-// answers with fewer than two tokens or without a first token.
+// answers with fewer than two tokens or without a first token, and for a
+// stream the probe cut (Cut): its end is the cut, not the answer's.
 func (r *Result) TPOT() (tpot time.Duration, ok bool) {
-	if r.TTFT <= 0 || r.OutputTokens < 2 || r.EndToEnd < r.TTFT {
+	if r.TTFT <= 0 || r.OutputTokens < 2 || r.EndToEnd < r.TTFT || r.Cut() {
 		return 0, false
 	}
 	return (r.EndToEnd - r.TTFT) / time.Duration(r.OutputTokens-1), true
@@ -37,9 +38,10 @@ func (r *Result) InterTokenLatencies(observe func(time.Duration)) {
 	}
 }
 
-// OutputTokensPerSecond is output tokens / end-to-end latency for one request.
+// OutputTokensPerSecond is output tokens / end-to-end latency for one
+// request; undefined for a stream the probe cut (Cut).
 func (r *Result) OutputTokensPerSecond() (float64, bool) {
-	if r.OutputTokens <= 0 || r.EndToEnd <= 0 {
+	if r.OutputTokens <= 0 || r.EndToEnd <= 0 || r.Cut() {
 		return 0, false
 	}
 	return float64(r.OutputTokens) / r.EndToEnd.Seconds(), true

@@ -167,6 +167,9 @@ func begin(req *Request) (*Request, *Result) {
 		r.answer = &answerText{}
 	}
 	r.expectChunks(req)
+	if req.Stream && req.CancelAfter != nil && req.CancelAfter.Tokens > 0 {
+		r.cut = req.CancelAfter
+	}
 	if r.RequestID == "" {
 		r.RequestID = newRequestID()
 	}
@@ -452,7 +455,9 @@ func (ex *exchange) readEvents(handle func(*sseEvent) bool, r *Result) error {
 			return err
 		}
 		if handle(ev) {
-			if r.Outcome == OutcomeSuccess {
+			// A stream cut on purpose is closed unread (ex.finish): the
+			// connection goes, so the server sees the client leave.
+			if r.Outcome == OutcomeSuccess && !r.Cut() {
 				ex.drain(sr.skip)
 			}
 			return nil

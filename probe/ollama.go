@@ -286,7 +286,7 @@ func (st *ollamaStream) onLine(line []byte, at time.Time, unterminated bool, r *
 	if st.line.hasOutput() {
 		noteOllama(r, &st.line, line, at)
 		if err := r.addChunk(at, 1); err != nil {
-			return fail(OutcomeProtocolError, err)
+			return r.stopOnChunkError(at, err)
 		}
 	}
 	if st.line.Done {
@@ -320,7 +320,7 @@ func (d *ollamaDriver) readStream(ex *exchange, r *Result) {
 			break
 		}
 		if st.onLine(line, at, nr.unterminated, r) {
-			if r.Outcome == OutcomeSuccess {
+			if r.Outcome == OutcomeSuccess && !r.Cut() {
 				ex.drain(nr.skip)
 			}
 			break

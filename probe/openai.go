@@ -659,7 +659,7 @@ func (d *openAIDriver) onEvent(ev *sseEvent, r *Result, st *streamState, chunk *
 	if chunk.hasOutput() {
 		noteOutput(r, chunk, data, ev.At)
 		if err := r.addChunk(ev.At, 1); err != nil {
-			return fail(OutcomeProtocolError, err)
+			return r.stopOnChunkError(ev.At, err)
 		}
 		c := -1
 		if u := chunk.Usage; u != nil {

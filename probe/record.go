@@ -41,7 +41,9 @@ func (r *Result) expectChunks(req *Request) {
 // addChunk records a chunk that carried output (content, reasoning or a
 // tool-call fragment), read at `at` and worth tokens output tokens. The
 // first one sets TTFT. Past maxChunks it records nothing and returns
-// errTooManyChunks, which ends the stream as a protocol error.
+// errTooManyChunks, which ends the stream as a protocol error. With a
+// CancelAfter whose tokens this chunk reaches it returns errCut, which
+// ends the stream as a success (stopOnChunkError).
 func (r *Result) addChunk(at time.Time, tokens int) error {
 	if len(r.Chunks) >= maxChunks {
 		return errTooManyChunks
@@ -51,7 +53,7 @@ func (r *Result) addChunk(at time.Time, tokens int) error {
 		r.TTFT = since
 	}
 	r.Chunks = append(r.Chunks, Chunk{At: since, Tokens: tokens})
-	return nil
+	return r.noteCut(at, tokens)
 }
 
 // end records how the probe ended: o and err, at the arrival of the final

@@ -89,6 +89,7 @@ func WriteReport(w io.Writer, target, probeName string, r *Result) error {
 	writePooled(line, r)
 	writeServerTimings(line, r)
 	writeAnswerReport(line, r)
+	writeCancelReport(line, r)
 	return tw.Flush()
 }
 

@@ -109,6 +109,9 @@ type Request struct {
 	// (BodyCache says what may differ between the requests sharing it).
 	// Nil encodes the body in full, as for a request built at send time.
 	Bodies *BodyCache
+	// CancelAfter, when set on a streamed request, cuts the stream after
+	// that many output tokens (cancel.go).
+	CancelAfter *CancelAfter
 }
 
 // Phases are the connection phases of the round trip, from net/http/httptrace
@@ -219,8 +222,13 @@ type Result struct {
 	RateLimit *RateLimit
 	// Pooled describes the answer of an embedding or rerank probe (whose
 	// output is vectors or scores, not tokens); nil for other protocols.
-	Pooled  *PooledAnswer
-	Outcome Outcome
+	Pooled *PooledAnswer
+	// Cancel is set when the probe cut the stream on purpose
+	// (Request.CancelAfter); nil otherwise.
+	Cancel    *Cancellation
+	cut       *CancelAfter
+	cutTokens int
+	Outcome   Outcome
 	// Err explains a non-success outcome, naming what went wrong.
 	Err error
 }

@@ -267,7 +267,7 @@ func (st *tgiStream) onEvent(ev *sseEvent, r *Result) bool {
 			st.pending++
 		} else {
 			if err := r.addChunk(ev.At, 1+st.pending); err != nil {
-				return fail(OutcomeProtocolError, err)
+				return r.stopOnChunkError(ev.At, err)
 			}
 			st.pending = 0
 		}

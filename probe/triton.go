@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -114,13 +115,14 @@ func (c *tritonCounts) add(r *Result, at time.Time, n int, fromServer bool) erro
 	if !fromServer || n <= 0 || n > maxTokensPerChunk {
 		n, fromServer = 1, false
 	}
-	if err := r.addChunk(at, n); err != nil {
+	err := r.addChunk(at, n)
+	if err != nil && !errors.Is(err, errCut) {
 		return err
 	}
 	if !fromServer {
 		c.counted++
 	}
-	return nil
+	return err
 }
 
 // setInputTokens records the server's prompt count from the first

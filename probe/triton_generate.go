@@ -271,7 +271,7 @@ func (st *genStream) onEvent(ev *sseEvent, r *Result) bool {
 	}
 	if g.text {
 		if err := st.counts.add(r, ev.At, g.tokens, g.hasTokens); err != nil {
-			return fail(OutcomeProtocolError, err)
+			return r.stopOnChunkError(ev.At, err)
 		}
 	}
 	return false

@@ -695,7 +695,9 @@ func (d *tritonGRPCDriver) stream(ctx context.Context, c tritonpb.GRPCInferenceS
 		}
 		if t.text && r.Streamed {
 			if err := counts.add(r, now, t.tokens, t.hasTokens); err != nil {
-				r.end(now, OutcomeProtocolError, err)
+				// A cut returns with the stream unread: the deferred
+				// cancel resets it, as a client giving up does.
+				r.stopOnChunkError(now, err)
 				return
 			}
 		}

@@ -125,6 +125,12 @@ type FaultConfig struct {
 	// OmitDone ends OpenAI-compatible streams without "data: [DONE]" after
 	// a complete answer, as some servers do (docs/simulator.md).
 	OmitDone bool `yaml:"omit_done"`
+	// DisconnectRelease is what happens to the slot of a running request
+	// whose client goes away: empty or 0s frees it at once (vLLM),
+	// a duration frees it that much later, "leak" never does (until
+	// POST /debug/slots/release). X-Sim-Options' disconnect_release
+	// overrides it per request.
+	DisconnectRelease string `yaml:"disconnect_release"`
 }
 
 // GroundTruthConfig bounds the per-request ground-truth store.
@@ -334,6 +340,9 @@ func (c Config) Validate() error {
 	}
 	if f.SSEPingInterval < 0 || (f.SSEPingInterval > 0 && f.SSEPingInterval < minPingInterval) || f.SSEPingInterval > maxFaultDuration {
 		bad("faults.sse_ping_interval", "must be 0 (off) or in [%s, %s], got %s", minPingInterval, maxFaultDuration, f.SSEPingInterval)
+	}
+	if _, err := parseSlotRelease(f.DisconnectRelease); err != nil {
+		bad("faults.disconnect_release", "want leak or a duration in [0, %s], got %q", maxFaultDuration, f.DisconnectRelease)
 	}
 
 	g := c.GroundTruth

@@ -271,6 +271,8 @@ type requestOptions struct {
 	reasoningTokens     int
 	tokensPerChunk      int
 	separateFinishChunk bool
+	// disconnectRelease overrides faults.disconnect_release (cancel.go).
+	disconnectRelease slotRelease
 }
 
 func defaultOptions(o OutputConfig) requestOptions {
@@ -327,8 +329,14 @@ func parseOptionsHeader(v string, opts requestOptions) (requestOptions, error) {
 				return opts, fmt.Errorf("%s: separate_finish_chunk=%q: want true or false", HeaderOptions, val)
 			}
 			opts.separateFinishChunk = b
+		case optDisconnectRelease:
+			r, err := parseSlotRelease(val)
+			if err != nil {
+				return opts, fmt.Errorf("%s: %w", HeaderOptions, err)
+			}
+			opts.disconnectRelease = r
 		default:
-			return opts, fmt.Errorf("%s: unknown option %q (want role_chunk, reasoning_tokens, tokens_per_chunk or separate_finish_chunk)", HeaderOptions, k)
+			return opts, fmt.Errorf("%s: unknown option %q (want role_chunk, reasoning_tokens, tokens_per_chunk, separate_finish_chunk or disconnect_release)", HeaderOptions, k)
 		}
 	}
 	return opts, nil

@@ -143,6 +143,11 @@ func RegisterFlags(cmd *kingpin.CmdClause) *Flags {
 		func(c *Config) *time.Duration { return &c.Faults.ModelKeepAlive })
 	dur("fault.sse-ping-interval", "Send an SSE comment \": ping - <time>\" this often on OpenAI-compatible streams, as sse-starlette does (0: never).", d.Faults.SSEPingInterval,
 		func(c *Config) *time.Duration { return &c.Faults.SSEPingInterval })
+	override("fault.disconnect-release", "What happens to the slot of a running request whose client goes away: 0s frees it at once, a duration that much later, leak never (until POST /debug/slots/release).", d.Faults.DisconnectRelease,
+		func(fc *kingpin.FlagClause) func(*Config) {
+			v := fc.String()
+			return func(c *Config) { c.Faults.DisconnectRelease = *v }
+		})
 	override("fault.omit-done", "End OpenAI-compatible streams without data: [DONE].", "false",
 		func(fc *kingpin.FlagClause) func(*Config) {
 			v := fc.Bool()

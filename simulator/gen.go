@@ -142,7 +142,7 @@ func (j *job) run(ctx context.Context) {
 		return
 	}
 	j.ticket = t
-	defer t.release()
+	defer j.releaseOnPanic()
 
 	var outcome, reason string
 	if p.stream {
@@ -150,6 +150,9 @@ func (j *job) run(ctx context.Context) {
 	} else {
 		outcome, reason = j.runUnary(ctx)
 	}
+	// Before the ground truth is finished, so that it says when the slot
+	// went; a disconnected request's may go late or never (cancel.go).
+	j.s.releaseSlot(j, outcome)
 	j.observe(outcome, reason)
 }
 

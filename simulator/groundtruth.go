@@ -63,6 +63,15 @@ type RequestRecord struct {
 	Faults []string `json:"faults"`
 	Error  string   `json:"error,omitempty"`
 
+	// DisconnectUnixNano is when the server noticed the client gone
+	// while the request held a running slot (outcome client_gone);
+	// SlotReleasedUnixNano when that slot was freed (for every request
+	// that ran), later than the disconnect by faults.disconnect_release;
+	// SlotLeaked is true while a leaked slot is held.
+	DisconnectUnixNano   int64 `json:"disconnect_unix_nano,omitempty"`
+	SlotReleasedUnixNano int64 `json:"slot_released_unix_nano,omitempty"`
+	SlotLeaked           bool  `json:"slot_leaked,omitempty"`
+
 	// LlamaCppTimings is the timings object sent with the answer when the
 	// OpenAI-compatible routes answer as llama.cpp (openai_server).
 	LlamaCppTimings *LlamaCppTimings `json:"llamacpp_timings,omitempty"`

@@ -45,6 +45,9 @@ type Server struct {
 	seq   atomic.Uint64 // requests planned so far, drives the seeded RNGs
 	idSeq atomic.Uint64 // generated request ids
 
+	// slots are those of disconnected requests not given back yet.
+	slots slots
+
 	// inflight counts running handlers so Serve can wait for them.
 	inflight sync.WaitGroup
 }
@@ -94,6 +97,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		EnableOpenMetrics: true,
 	}))
 	mux.HandleFunc("GET /debug/requests/{id}", s.handleTruth)
+	mux.HandleFunc("POST /debug/slots/release", s.handleFreeSlots)
 	// Changes the model list at run time: simulator/models.go.
 	mux.HandleFunc("PUT /debug/models", s.handleSetModels)
 	s.registerTriton(mux) // simulator/triton.go

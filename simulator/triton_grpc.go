@@ -468,8 +468,9 @@ func (g *tritonGRPCService) streamRequest(ctx context.Context, req *tritonpb.Mod
 		return status.Error(codes.Canceled, "client gone")
 	}
 	j.ticket = t
-	defer t.release()
+	defer j.releaseOnPanic()
 	outcome, reason := g.runStream(ctx, j, r, send)
+	j.s.releaseSlot(j, outcome)
 	j.observe(outcome, reason)
 	return nil
 }
@@ -571,8 +572,9 @@ func (g *tritonGRPCService) ModelInfer(ctx context.Context, req *tritonpb.ModelI
 		return nil, status.Error(codes.Canceled, "client gone")
 	}
 	j.ticket = t
-	defer t.release()
+	defer j.releaseOnPanic()
 	resp, outcome, reason, serr := g.runUnary(ctx, j)
+	j.s.releaseSlot(j, outcome)
 	j.observe(outcome, reason)
 	return resp, serr
 }

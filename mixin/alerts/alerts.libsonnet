@@ -229,6 +229,20 @@ local gpuAlerts = import 'gpu.libsonnet';
             'Server metrics of {{ $labels.target }} unreachable',
             'llm-prober {{ $labels.instance }} cannot scrape or parse the /metrics of target {{ $labels.target }}: queue and KV-cache signals are missing.',
           ),
+          alert(
+            'LLMServerCancelledRequestsLeaking',
+            c.cancelLeakSeverity,
+            'sum by (job, instance, target, probe, model) (increase(%s[%s])) > 0' % [series('llm_probe_cancellations_total', ['result="leaked"']), c.cancelLeakWindow],
+            '',
+            'Server {{ $labels.target }} keeps the slots of cancelled requests',
+            '{{ $value | humanize }} requests that probe {{ $labels.probe }} cancelled on target {{ $labels.target }} (model {{ $labels.model }}) still held their slot when the release timeout ran out, in the last %s: clients that disconnect mid-answer leave slots the server no longer serves with, and its capacity shrinks.' % promql.durationText(c.cancelLeakWindow),
+          ) + {
+            comment:: |||
+              A cancellation probe (cancel:) cut a stream and the server's
+              llm_server_requests_running did not fall within the probe's
+              release_timeout: aborted requests are not freed.
+            |||,
+          },
         ],
       },
       {
