@@ -1,14 +1,12 @@
 package multitarget
 
 import (
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -118,40 +116,36 @@ func TestProbeRefuses(t *testing.T) {
 }
 
 // The scrape timeout bounds the probe, and the concurrency limit turns
-// away what cannot get a slot within it.
+// away what cannot get a slot within it. The second scrape starts once
+// the first holds the only slot, with a shorter timeout (0.8 s: 0.4 s to
+// wait) that ends before the first's probe (0.5 s) can let the slot go;
+// with equal timeouts the two deadlines race and either answer is right.
 func TestProbeBoundedByScrapeTimeout(t *testing.T) {
 	h := newHandler(t, 1)
 	slow := sim(t, func(c *simulator.Config) { c.Latency.TTFTBase = 5 * time.Second })
-	hdr := http.Header{"X-Prometheus-Scrape-Timeout-Seconds": {"1"}}
-	var wg sync.WaitGroup
-	codes := make([]int, 2)
-	bodies := make([]string, 2)
+	query := "module=chat&target=" + url.QueryEscape(slow)
+	var first *httptest.ResponseRecorder
 	start := time.Now()
-	for i := range codes {
-		wg.Go(func() {
-			w := get(h, "module=chat&target="+url.QueryEscape(slow), hdr)
-			codes[i] = w.Code
-			b, _ := io.ReadAll(w.Body)
-			bodies[i] = string(b)
-		})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		first = get(h, query, http.Header{"X-Prometheus-Scrape-Timeout-Seconds": {"1"}})
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(h.slots) == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
 	}
-	wg.Wait()
+	second := get(h, query, http.Header{"X-Prometheus-Scrape-Timeout-Seconds": {"0.8"}})
+	<-done
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("took %s with a 1 s scrape timeout", d)
 	}
-	var ok, busy int
-	for i, c := range codes {
-		switch {
-		case c == http.StatusOK && strings.Contains(bodies[i], "llm_probe_success{") && strings.Contains(bodies[i], `outcome="timeout",probe="short"} 1`):
-			ok++
-		case c == http.StatusServiceUnavailable:
-			busy++
-		default:
-			t.Errorf("answer %d: %d %s", i, c, bodies[i])
-		}
+	if b := first.Body.String(); first.Code != http.StatusOK || !strings.Contains(b, "llm_probe_success{") ||
+		!strings.Contains(b, `outcome="timeout",probe="short"} 1`) {
+		t.Errorf("the probe holding the slot: %d %s, want 200 and a timed-out probe", first.Code, b)
 	}
-	if ok != 1 || busy != 1 {
-		t.Errorf("%d timed-out probes and %d refused, want 1 and 1", ok, busy)
+	if second.Code != http.StatusServiceUnavailable || !strings.Contains(second.Body.String(), "too many /probe requests in flight") {
+		t.Errorf("the probe waiting for the slot: %d %s, want 503", second.Code, second.Body)
 	}
 }
 
