@@ -1,0 +1,360 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/promslog"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/llm-prober/llm-prober/config"
+)
+
+// fakeAPI is client-go's fake clientset whose API server can be made
+// unreachable: lists and new watches fail, and the open watches end.
+type fakeAPI struct {
+	*fake.Clientset
+	failing atomic.Bool
+	mu      sync.Mutex
+	watches []watch.Interface
+	watched chan struct{}
+}
+
+var errAPIDown = errors.New("dial tcp 10.96.0.1:443: connect: connection refused")
+
+func newFakeAPI(objs ...runtime.Object) *fakeAPI {
+	c := fake.NewClientset(objs...)
+	f := &fakeAPI{Clientset: c, watched: make(chan struct{}, 64)}
+	c.PrependReactor("list", "endpointslices", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if f.failing.Load() {
+			return true, nil, errAPIDown
+		}
+		return false, nil, nil
+	})
+	c.PrependWatchReactor("endpointslices", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		if f.failing.Load() {
+			return true, nil, errAPIDown
+		}
+		var opts metav1.ListOptions
+		if wa, ok := a.(k8stesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		w, err := c.Tracker().Watch(a.GetResource(), a.GetNamespace(), opts)
+		if err != nil {
+			return true, nil, err
+		}
+		f.mu.Lock()
+		f.watches = append(f.watches, w)
+		f.mu.Unlock()
+		select {
+		case f.watched <- struct{}{}:
+		default:
+		}
+		return true, w, nil
+	})
+	return f
+}
+
+// waitWatching waits until n watches were opened: the fake's watch does
+// not resume from the list's resource version, so a change made between
+// the list and the watch would be lost.
+func (f *fakeAPI) waitWatching(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-f.watched:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the informer never started watching")
+		}
+	}
+}
+
+func (f *fakeAPI) goDown() {
+	f.failing.Store(true)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, w := range f.watches {
+		w.Stop()
+	}
+	f.watches = nil
+}
+
+func endpoint(addr, pod string, ready *bool) discoveryv1.Endpoint {
+	return discoveryv1.Endpoint{
+		Addresses:  []string{addr},
+		Conditions: discoveryv1.EndpointConditions{Ready: ready},
+		NodeName:   new("node-" + pod),
+		TargetRef:  &corev1.ObjectReference{Kind: "Pod", Name: pod, Namespace: "llm"},
+	}
+}
+
+func endpointSlice(ns, name, service string, port int32, portName string, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: name,
+			Labels: map[string]string{discoveryv1.LabelServiceName: service, "app": service},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: new(portName), Port: new(port)}},
+		Endpoints:   eps,
+	}
+}
+
+func TestEndpointGroups(t *testing.T) {
+	yes, no := new(true), new(false)
+	terminating := endpoint("10.0.0.4", "d", yes)
+	terminating.Conditions.Terminating = yes
+	v6 := endpoint("fd00::5", "e", yes)
+	all := []*discoveryv1.EndpointSlice{
+		endpointSlice("llm", "vllm-b", "vllm", 8000, "http",
+			endpoint("10.0.0.2", "b", yes), endpoint("10.0.0.3", "c", no), terminating, v6),
+		endpointSlice("llm", "vllm-a", "vllm", 8000, "http",
+			endpoint("10.0.0.1", "a", nil)),
+		// The wrong port: not a target.
+		endpointSlice("llm", "other", "vllm", 9090, "metrics", endpoint("10.0.0.9", "z", yes)),
+	}
+	k := &config.KubernetesSDConfig{Role: "endpointslice", Service: "vllm", Port: "http", Scheme: "https"}
+	groups := endpointGroups(all, k)
+	got := Endpoints(groups)
+	want := []string{"https://10.0.0.1:8000", "https://10.0.0.2:8000", "https://[fd00::5]:8000"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("endpoints %q, want %q (ready or unknown, not terminating, the port named http)", got, want)
+	}
+	wantLabels := map[string]string{
+		labelNamespace: "llm", labelService: "vllm", labelSlice: "vllm-a", labelPortName: "http",
+		labelNode: "node-a", labelPod: "a", "__scheme__": "https",
+	}
+	if !reflect.DeepEqual(groups[0].Labels, wantLabels) {
+		t.Errorf("labels %v, want %v", groups[0].Labels, wantLabels)
+	}
+
+	// The port by number; a UDP port of that number is not it.
+	k = &config.KubernetesSDConfig{Role: "endpointslice", Service: "vllm", Port: "9090"}
+	udp := endpointSlice("llm", "udp", "vllm", 9090, "dns", endpoint("10.0.0.8", "y", yes))
+	udp.Ports[0].Protocol = new(corev1.ProtocolUDP)
+	if got := Endpoints(endpointGroups(append(all, udp), k)); !slices.Equal(got, []string{"10.0.0.9:9090"}) {
+		t.Errorf("port 9090: %q", got)
+	}
+}
+
+func TestKubeNamespaces(t *testing.T) {
+	dir := t.TempDir()
+	own := filepath.Join(dir, "namespace")
+	if err := os.WriteFile(own, []byte("llm\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		names   []string
+		file    string
+		want    []string
+		wantErr string
+	}{
+		{names: []string{"a", "b"}, file: own, want: []string{"a", "b"}},
+		{file: own, want: []string{"llm"}},
+		{file: filepath.Join(dir, "absent"), want: []string{""}},
+		{file: dir, wantErr: "own namespace"},
+	} {
+		k := &config.KubernetesSDConfig{Namespaces: config.KubernetesNamespaces{Names: tc.names}}
+		got, err := kubeNamespaces(k, tc.file)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%v %s: err %v, want %q", tc.names, tc.file, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%v %s: %q, %v; want %q", tc.names, tc.file, got, err, tc.want)
+		}
+	}
+}
+
+const kubeConfigText = `
+modules:
+  chat: {protocol: openai_chat, model: m, allowed_targets: 'http://10\.0\.0\.[0-9]+:8000'}
+target_discovery:
+  - module: chat
+    kubernetes_sd_configs:
+      - {role: endpointslice, namespaces: {names: [llm, llm-canary]}, service: vllm, port: http}
+`
+
+const kubeSource = "target_discovery[0].kubernetes_sd_configs[0]"
+
+// EndpointSlices watched through the API: endpoints that appear are
+// listed, endpoints that become not ready or whose slice is deleted are
+// not; other Services' slices are ignored; an unreachable API server keeps
+// the last list and reports the source down until it answers again.
+func TestKubernetesSDWatch(t *testing.T) {
+	yes, no := new(true), new(false)
+	api := newFakeAPI(
+		endpointSlice("llm", "vllm-1", "vllm", 8000, "http", endpoint("10.0.0.1", "a", yes), endpoint("10.0.0.2", "b", no)),
+		endpointSlice("llm", "tgi-1", "tgi", 8000, "http", endpoint("10.0.0.7", "t", yes)),
+	)
+	cfg := loadConfig(t, t.TempDir(), kubeConfigText)
+	reg := prometheus.NewRegistry()
+	var changes atomic.Int32
+	m := NewManager(promslog.NewNopLogger(), reg, func() { changes.Add(1) })
+	var made []*config.KubernetesSDConfig
+	m.SetKubeClient(func(k *config.KubernetesSDConfig) (kubernetes.Interface, error) {
+		made = append(made, k)
+		return api, nil
+	})
+	defer m.Stop()
+	m.Apply(cfg)
+	if len(made) != 1 {
+		t.Fatalf("%d clients made, want 1", len(made))
+	}
+	names := func() []string {
+		var n []string
+		for _, tg := range m.Expand(cfg).Targets {
+			n = append(n, tg.Endpoint())
+		}
+		return n
+	}
+	// The first list is in before Apply returns.
+	if got := names(); !slices.Equal(got, []string{"http://10.0.0.1:8000"}) {
+		t.Fatalf("after Apply: %q, want the ready endpoint of vllm only", got)
+	}
+	up := func() float64 { return testutil.ToFloat64(m.up.WithLabelValues(kubeSource, "kubernetes")) }
+	if up() != 1 {
+		t.Errorf("up = %v after the first list", up())
+	}
+	api.waitWatching(t, 2) // one watch per namespace
+
+	ctx := context.Background()
+	slicesAPI := api.DiscoveryV1().EndpointSlices
+	wait := func(what string, want ...string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !slices.Equal(names(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %q, want %q", what, names(), want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	// b becomes ready; a slice appears in the other namespace.
+	es := endpointSlice("llm", "vllm-1", "vllm", 8000, "http", endpoint("10.0.0.1", "a", yes), endpoint("10.0.0.2", "b", yes))
+	if _, err := slicesAPI("llm").Update(ctx, es, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := slicesAPI("llm-canary").Create(ctx, endpointSlice("llm-canary", "vllm-c", "vllm", 8000, "http", endpoint("10.0.0.3", "c", yes)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wait("after b became ready and c appeared", "http://10.0.0.1:8000", "http://10.0.0.2:8000", "http://10.0.0.3:8000")
+	if changes.Load() == 0 {
+		t.Error("no change reported")
+	}
+
+	// a terminates; c's slice is deleted.
+	es = endpointSlice("llm", "vllm-1", "vllm", 8000, "http", endpoint("10.0.0.1", "a", no), endpoint("10.0.0.2", "b", yes))
+	es.Endpoints[0].Conditions.Terminating = yes
+	if _, err := slicesAPI("llm").Update(ctx, es, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := slicesAPI("llm-canary").Delete(ctx, "vllm-c", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wait("after a terminated and c's slice went", "http://10.0.0.2:8000")
+
+	// The API server goes away: the last list stays, the source is down.
+	api.goDown()
+	deadline := time.Now().Add(10 * time.Second)
+	for up() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("source never reported down")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := names(); !slices.Equal(got, []string{"http://10.0.0.2:8000"}) {
+		t.Errorf("while down: %q, want the last good list", got)
+	}
+	if n := testutil.ToFloat64(m.targets.WithLabelValues(kubeSource, "kubernetes")); n != 1 {
+		t.Errorf("llm_prober_discovery_targets = %v while down, want the last good 1", n)
+	}
+	if n := testutil.ToFloat64(m.failures.WithLabelValues(kubeSource, "kubernetes")); n < 1 {
+		t.Errorf("failures = %v", n)
+	}
+
+	// It comes back, with what changed meanwhile.
+	if err := api.Tracker().Add(endpointSlice("llm", "vllm-2", "vllm", 8000, "http", endpoint("10.0.0.4", "d", yes))); err != nil {
+		t.Fatal(err)
+	}
+	api.failing.Store(false)
+	deadline = time.Now().Add(15 * time.Second)
+	for up() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("source never reported up again")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	wait("after the API server came back", "http://10.0.0.2:8000", "http://10.0.0.4:8000")
+
+	// A reload without the source stops it (goleak checks its
+	// goroutines) and removes its series.
+	cfg2 := *cfg
+	cfg2.TargetDiscovery = nil
+	m.Apply(&cfg2)
+	if n := testutil.CollectAndCount(m.up); n != 0 {
+		t.Errorf("%d up series after the source went", n)
+	}
+}
+
+// A source whose client cannot be made (not in a cluster, no kubeconfig)
+// is down and says why, without holding up Apply.
+func TestKubernetesSDWithoutClient(t *testing.T) {
+	cfg := loadConfig(t, t.TempDir(), kubeConfigText)
+	reg := prometheus.NewRegistry()
+	logs := &syncBuffer{}
+	m := NewManager(promslog.New(&promslog.Config{Writer: logs}), reg, func() {})
+	m.SetKubeClient(func(*config.KubernetesSDConfig) (kubernetes.Interface, error) {
+		return nil, errors.New("unable to load in-cluster configuration")
+	})
+	defer m.Stop()
+	start := time.Now()
+	m.Apply(cfg)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Apply took %s", d)
+	}
+	if v := testutil.ToFloat64(m.up.WithLabelValues(kubeSource, "kubernetes")); v != 0 {
+		t.Errorf("up = %v", v)
+	}
+	if !strings.Contains(logs.String(), "unable to load in-cluster configuration") {
+		t.Errorf("no log line says why:\n%s", logs)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
