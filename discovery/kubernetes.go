@@ -192,10 +192,20 @@ func (w *kubeWatch) run(ctx context.Context, report func([]Group, error)) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	infs := make([]cache.SharedIndexInformer, len(w.namespaces))
+	synced := make([]cache.InformerSynced, len(w.namespaces))
 	for i, ns := range w.namespaces {
 		infs[i] = w.informer(ns)
+		synced[i] = infs[i].HasSynced
 		wg.Go(func() { infs[i].RunWithContext(lctx) })
 	}
+	// The first list is reported once every informer has it: its
+	// events may arrive before HasSynced says so, and an empty list
+	// has none.
+	wg.Go(func() {
+		if cache.WaitForCacheSync(ctx.Done(), synced...) {
+			w.poke()
+		}
+	})
 	for {
 		select {
 		case <-ctx.Done():

@@ -19,117 +19,24 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/llm-prober/llm-prober/config"
+	"github.com/llm-prober/llm-prober/discovery/kubetest"
 )
-
-// fakeAPI is client-go's fake clientset whose API server can be made
-// unreachable: lists and new watches fail, and the open watches end.
-type fakeAPI struct {
-	*fake.Clientset
-	failing atomic.Bool
-	mu      sync.Mutex
-	watches []watch.Interface
-	watched chan struct{}
-}
-
-var errAPIDown = errors.New("dial tcp 10.96.0.1:443: connect: connection refused")
-
-func newFakeAPI(objs ...runtime.Object) *fakeAPI {
-	c := fake.NewClientset(objs...)
-	f := &fakeAPI{Clientset: c, watched: make(chan struct{}, 64)}
-	c.PrependReactor("list", "endpointslices", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if f.failing.Load() {
-			return true, nil, errAPIDown
-		}
-		return false, nil, nil
-	})
-	c.PrependWatchReactor("endpointslices", func(a k8stesting.Action) (bool, watch.Interface, error) {
-		if f.failing.Load() {
-			return true, nil, errAPIDown
-		}
-		var opts metav1.ListOptions
-		if wa, ok := a.(k8stesting.WatchActionImpl); ok {
-			opts = wa.ListOptions
-		}
-		w, err := c.Tracker().Watch(a.GetResource(), a.GetNamespace(), opts)
-		if err != nil {
-			return true, nil, err
-		}
-		f.mu.Lock()
-		f.watches = append(f.watches, w)
-		f.mu.Unlock()
-		select {
-		case f.watched <- struct{}{}:
-		default:
-		}
-		return true, w, nil
-	})
-	return f
-}
-
-// waitWatching waits until n watches were opened: the fake's watch does
-// not resume from the list's resource version, so a change made between
-// the list and the watch would be lost.
-func (f *fakeAPI) waitWatching(t *testing.T, n int) {
-	t.Helper()
-	for range n {
-		select {
-		case <-f.watched:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the informer never started watching")
-		}
-	}
-}
-
-func (f *fakeAPI) goDown() {
-	f.failing.Store(true)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, w := range f.watches {
-		w.Stop()
-	}
-	f.watches = nil
-}
-
-func endpoint(addr, pod string, ready *bool) discoveryv1.Endpoint {
-	return discoveryv1.Endpoint{
-		Addresses:  []string{addr},
-		Conditions: discoveryv1.EndpointConditions{Ready: ready},
-		NodeName:   new("node-" + pod),
-		TargetRef:  &corev1.ObjectReference{Kind: "Pod", Name: pod, Namespace: "llm"},
-	}
-}
-
-func endpointSlice(ns, name, service string, port int32, portName string, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
-	return &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: name,
-			Labels: map[string]string{discoveryv1.LabelServiceName: service, "app": service},
-		},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: new(portName), Port: new(port)}},
-		Endpoints:   eps,
-	}
-}
 
 func TestEndpointGroups(t *testing.T) {
 	yes, no := new(true), new(false)
-	terminating := endpoint("10.0.0.4", "d", yes)
+	terminating := kubetest.Endpoint("10.0.0.4", "d", yes)
 	terminating.Conditions.Terminating = yes
-	v6 := endpoint("fd00::5", "e", yes)
+	v6 := kubetest.Endpoint("fd00::5", "e", yes)
 	all := []*discoveryv1.EndpointSlice{
-		endpointSlice("llm", "vllm-b", "vllm", 8000, "http",
-			endpoint("10.0.0.2", "b", yes), endpoint("10.0.0.3", "c", no), terminating, v6),
-		endpointSlice("llm", "vllm-a", "vllm", 8000, "http",
-			endpoint("10.0.0.1", "a", nil)),
+		kubetest.Slice("llm", "vllm-b", "vllm", 8000, "http",
+			kubetest.Endpoint("10.0.0.2", "b", yes), kubetest.Endpoint("10.0.0.3", "c", no), terminating, v6),
+		kubetest.Slice("llm", "vllm-a", "vllm", 8000, "http",
+			kubetest.Endpoint("10.0.0.1", "a", nil)),
 		// The wrong port: not a target.
-		endpointSlice("llm", "other", "vllm", 9090, "metrics", endpoint("10.0.0.9", "z", yes)),
+		kubetest.Slice("llm", "other", "vllm", 9090, "metrics", kubetest.Endpoint("10.0.0.9", "z", yes)),
 	}
 	k := &config.KubernetesSDConfig{Role: "endpointslice", Service: "vllm", Port: "http", Scheme: "https"}
 	groups := endpointGroups(all, k)
@@ -148,7 +55,7 @@ func TestEndpointGroups(t *testing.T) {
 
 	// The port by number; a UDP port of that number is not it.
 	k = &config.KubernetesSDConfig{Role: "endpointslice", Service: "vllm", Port: "9090"}
-	udp := endpointSlice("llm", "udp", "vllm", 9090, "dns", endpoint("10.0.0.8", "y", yes))
+	udp := kubetest.Slice("llm", "udp", "vllm", 9090, "dns", kubetest.Endpoint("10.0.0.8", "y", yes))
 	udp.Ports[0].Protocol = new(corev1.ProtocolUDP)
 	if got := Endpoints(endpointGroups(append(all, udp), k)); !slices.Equal(got, []string{"10.0.0.9:9090"}) {
 		t.Errorf("port 9090: %q", got)
@@ -203,9 +110,9 @@ const kubeSource = "target_discovery[0].kubernetes_sd_configs[0]"
 // the last list and reports the source down until it answers again.
 func TestKubernetesSDWatch(t *testing.T) {
 	yes, no := new(true), new(false)
-	api := newFakeAPI(
-		endpointSlice("llm", "vllm-1", "vllm", 8000, "http", endpoint("10.0.0.1", "a", yes), endpoint("10.0.0.2", "b", no)),
-		endpointSlice("llm", "tgi-1", "tgi", 8000, "http", endpoint("10.0.0.7", "t", yes)),
+	api := kubetest.New(
+		kubetest.Slice("llm", "vllm-1", "vllm", 8000, "http", kubetest.Endpoint("10.0.0.1", "a", yes), kubetest.Endpoint("10.0.0.2", "b", no)),
+		kubetest.Slice("llm", "tgi-1", "tgi", 8000, "http", kubetest.Endpoint("10.0.0.7", "t", yes)),
 	)
 	cfg := loadConfig(t, t.TempDir(), kubeConfigText)
 	reg := prometheus.NewRegistry()
@@ -236,7 +143,7 @@ func TestKubernetesSDWatch(t *testing.T) {
 	if up() != 1 {
 		t.Errorf("up = %v after the first list", up())
 	}
-	api.waitWatching(t, 2) // one watch per namespace
+	api.WaitWatching(t, 2) // one watch per namespace
 
 	ctx := context.Background()
 	slicesAPI := api.DiscoveryV1().EndpointSlices
@@ -252,11 +159,11 @@ func TestKubernetesSDWatch(t *testing.T) {
 	}
 
 	// b becomes ready; a slice appears in the other namespace.
-	es := endpointSlice("llm", "vllm-1", "vllm", 8000, "http", endpoint("10.0.0.1", "a", yes), endpoint("10.0.0.2", "b", yes))
+	es := kubetest.Slice("llm", "vllm-1", "vllm", 8000, "http", kubetest.Endpoint("10.0.0.1", "a", yes), kubetest.Endpoint("10.0.0.2", "b", yes))
 	if _, err := slicesAPI("llm").Update(ctx, es, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := slicesAPI("llm-canary").Create(ctx, endpointSlice("llm-canary", "vllm-c", "vllm", 8000, "http", endpoint("10.0.0.3", "c", yes)), metav1.CreateOptions{}); err != nil {
+	if _, err := slicesAPI("llm-canary").Create(ctx, kubetest.Slice("llm-canary", "vllm-c", "vllm", 8000, "http", kubetest.Endpoint("10.0.0.3", "c", yes)), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	wait("after b became ready and c appeared", "http://10.0.0.1:8000", "http://10.0.0.2:8000", "http://10.0.0.3:8000")
@@ -265,7 +172,7 @@ func TestKubernetesSDWatch(t *testing.T) {
 	}
 
 	// a terminates; c's slice is deleted.
-	es = endpointSlice("llm", "vllm-1", "vllm", 8000, "http", endpoint("10.0.0.1", "a", no), endpoint("10.0.0.2", "b", yes))
+	es = kubetest.Slice("llm", "vllm-1", "vllm", 8000, "http", kubetest.Endpoint("10.0.0.1", "a", no), kubetest.Endpoint("10.0.0.2", "b", yes))
 	es.Endpoints[0].Conditions.Terminating = yes
 	if _, err := slicesAPI("llm").Update(ctx, es, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -276,7 +183,7 @@ func TestKubernetesSDWatch(t *testing.T) {
 	wait("after a terminated and c's slice went", "http://10.0.0.2:8000")
 
 	// The API server goes away: the last list stays, the source is down.
-	api.goDown()
+	api.Down()
 	deadline := time.Now().Add(10 * time.Second)
 	for up() != 0 {
 		if time.Now().After(deadline) {
@@ -295,10 +202,10 @@ func TestKubernetesSDWatch(t *testing.T) {
 	}
 
 	// It comes back, with what changed meanwhile.
-	if err := api.Tracker().Add(endpointSlice("llm", "vllm-2", "vllm", 8000, "http", endpoint("10.0.0.4", "d", yes))); err != nil {
+	if err := api.Tracker().Add(kubetest.Slice("llm", "vllm-2", "vllm", 8000, "http", kubetest.Endpoint("10.0.0.4", "d", yes))); err != nil {
 		t.Fatal(err)
 	}
-	api.failing.Store(false)
+	api.Up()
 	deadline = time.Now().Add(15 * time.Second)
 	for up() != 1 {
 		if time.Now().After(deadline) {
@@ -315,6 +222,26 @@ func TestKubernetesSDWatch(t *testing.T) {
 	m.Apply(&cfg2)
 	if n := testutil.CollectAndCount(m.up); n != 0 {
 		t.Errorf("%d up series after the source went", n)
+	}
+}
+
+// A namespace without EndpointSlices is a source that is up with no
+// targets, as soon as Apply returns: an empty list brings no events.
+func TestKubernetesSDEmpty(t *testing.T) {
+	cfg := loadConfig(t, t.TempDir(), kubeConfigText)
+	m := NewManager(promslog.NewNopLogger(), prometheus.NewRegistry(), func() {})
+	m.SetKubeClient(func(*config.KubernetesSDConfig) (kubernetes.Interface, error) { return kubetest.New(), nil })
+	defer m.Stop()
+	start := time.Now()
+	m.Apply(cfg)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Apply took %s", d)
+	}
+	if v := testutil.ToFloat64(m.up.WithLabelValues(kubeSource, "kubernetes")); v != 1 {
+		t.Errorf("up = %v", v)
+	}
+	if n := len(m.Expand(cfg).Targets); n != 0 {
+		t.Errorf("%d targets", n)
 	}
 }
 
