@@ -109,30 +109,30 @@ type kubeWatch struct {
 	dirty chan struct{}
 }
 
-// kubeSource is the source of kubernetes_sd_config k. A client that
-// cannot be made, or a namespace that cannot be read, is a source that
-// reports the error: it stays down and says why.
+// kubeSource is the source of kubernetes_sd_config k. Its client is made
+// when it starts, so a source that a reload keeps costs nothing. A client
+// that cannot be made, or a namespace that cannot be read, is a source
+// that reports the error: it stays down and says why.
 func (m *Manager) kubeSource(name, module string, k *config.KubernetesSDConfig) *source {
 	s := &source{name: name, mechanism: "kubernetes", module: module, cfg: k}
-	logger := m.logger.With("source", name)
-	namespaces, err := kubeNamespaces(k, m.namespaceFile)
-	var client kubernetes.Interface
-	if err == nil {
-		client, err = m.kubeClient(k)
-	}
-	if err != nil {
-		s.watch = func(ctx context.Context, report func([]Group, error)) {
+	s.watch = func(ctx context.Context, report func([]Group, error)) {
+		namespaces, err := kubeNamespaces(k, m.namespaceFile)
+		var client kubernetes.Interface
+		if err == nil {
+			client, err = m.kubeClient(k)
+		}
+		if err != nil {
 			report(nil, err)
 			<-ctx.Done()
+			return
 		}
-		return s
+		w := &kubeWatch{
+			cfg: k, client: client, namespaces: namespaces, selector: k.Selector(),
+			logger: m.logger.With("source", name), settle: kubeSettle,
+			errs: map[string]error{}, dirty: make(chan struct{}, 1),
+		}
+		w.run(ctx, report)
 	}
-	w := &kubeWatch{
-		cfg: k, client: client, namespaces: namespaces, selector: k.Selector(),
-		logger: logger, settle: kubeSettle,
-		errs: map[string]error{}, dirty: make(chan struct{}, 1),
-	}
-	s.watch = w.run
 	return s
 }
 

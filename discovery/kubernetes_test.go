@@ -215,8 +215,14 @@ func TestKubernetesSDWatch(t *testing.T) {
 	}
 	wait("after the API server came back", "http://10.0.0.2:8000", "http://10.0.0.4:8000")
 
-	// A reload without the source stops it (goleak checks its
+	// A reload with the same configuration keeps the watch (and makes
+	// no client); one without the source stops it (goleak checks its
 	// goroutines) and removes its series.
+	m.Apply(loadConfig(t, t.TempDir(), kubeConfigText))
+	if len(made) != 1 {
+		t.Errorf("%d clients made after an unchanged reload, want 1", len(made))
+	}
+	wait("after an unchanged reload", "http://10.0.0.2:8000", "http://10.0.0.4:8000")
 	cfg2 := *cfg
 	cfg2.TargetDiscovery = nil
 	m.Apply(&cfg2)
