@@ -2,7 +2,12 @@ package discovery
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -19,7 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/llm-prober/llm-prober/config"
 	"github.com/llm-prober/llm-prober/discovery/kubetest"
@@ -119,7 +124,7 @@ func TestKubernetesSDWatch(t *testing.T) {
 	var changes atomic.Int32
 	m := NewManager(promslog.NewNopLogger(), reg, func() { changes.Add(1) })
 	var made []*config.KubernetesSDConfig
-	m.SetKubeClient(func(k *config.KubernetesSDConfig) (kubernetes.Interface, error) {
+	m.SetKubeClient(func(k *config.KubernetesSDConfig) (KubeClient, error) {
 		made = append(made, k)
 		return api, nil
 	})
@@ -236,7 +241,7 @@ func TestKubernetesSDWatch(t *testing.T) {
 func TestKubernetesSDEmpty(t *testing.T) {
 	cfg := loadConfig(t, t.TempDir(), kubeConfigText)
 	m := NewManager(promslog.NewNopLogger(), prometheus.NewRegistry(), func() {})
-	m.SetKubeClient(func(*config.KubernetesSDConfig) (kubernetes.Interface, error) { return kubetest.New(), nil })
+	m.SetKubeClient(func(*config.KubernetesSDConfig) (KubeClient, error) { return kubetest.New(), nil })
 	defer m.Stop()
 	start := time.Now()
 	m.Apply(cfg)
@@ -258,7 +263,7 @@ func TestKubernetesSDWithoutClient(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	logs := &syncBuffer{}
 	m := NewManager(promslog.New(&promslog.Config{Writer: logs}), reg, func() {})
-	m.SetKubeClient(func(*config.KubernetesSDConfig) (kubernetes.Interface, error) {
+	m.SetKubeClient(func(*config.KubernetesSDConfig) (KubeClient, error) {
 		return nil, errors.New("unable to load in-cluster configuration")
 	})
 	defer m.Stop()
@@ -290,4 +295,135 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// fakeAPIServer answers the two requests NewKubeClient's REST client
+// makes, as an API server does: a list of EndpointSlices, and a watch
+// (streaming the initial list when asked, then the events sent to it).
+type fakeAPIServer struct {
+	t      *testing.T
+	items  []discoveryv1.EndpointSlice
+	events chan watch.Event
+
+	mu      sync.Mutex
+	queries []string
+	auth    []string
+}
+
+func (f *fakeAPIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.queries = append(f.queries, r.URL.Path+"?"+r.URL.RawQuery)
+	f.auth = append(f.auth, r.Header.Get("Authorization"))
+	f.mu.Unlock()
+	if r.URL.Path != "/apis/discovery.k8s.io/v1/namespaces/llm/endpointslices" {
+		http.NotFound(w, r)
+		return
+	}
+	q := r.URL.Query()
+	w.Header().Set("Content-Type", "application/json")
+	if q.Get("watch") != "true" && q.Get("watch") != "1" {
+		list := discoveryv1.EndpointSliceList{
+			TypeMeta: metav1.TypeMeta{Kind: "EndpointSliceList", APIVersion: "discovery.k8s.io/v1"},
+			ListMeta: metav1.ListMeta{ResourceVersion: "1"},
+			Items:    f.items,
+		}
+		_ = json.NewEncoder(w).Encode(list)
+		return
+	}
+	enc := json.NewEncoder(w)
+	send := func(typ watch.EventType, es *discoveryv1.EndpointSlice) {
+		es.TypeMeta = metav1.TypeMeta{Kind: "EndpointSlice", APIVersion: "discovery.k8s.io/v1"}
+		_ = enc.Encode(map[string]any{"type": typ, "object": es})
+		w.(http.Flusher).Flush()
+	}
+	if q.Get("sendInitialEvents") == "true" {
+		for i := range f.items {
+			send(watch.Added, &f.items[i])
+		}
+		send(watch.Bookmark, &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{
+			ResourceVersion: "1",
+			Annotations:     map[string]string{metav1.InitialEventsAnnotationKey: "true"},
+		}})
+	} else {
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+	}
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case e := <-f.events:
+			send(e.Type, e.Object.(*discoveryv1.EndpointSlice))
+		}
+	}
+}
+
+// NewKubeClient's REST client, configured from a kubeconfig_file, lists
+// and watches EndpointSlices the way an API server serves them: with the
+// kubeconfig's token, the Service's label selector, and watch events
+// decoded.
+func TestKubeClientREST(t *testing.T) {
+	yes := new(true)
+	api := &fakeAPIServer{
+		t:      t,
+		items:  []discoveryv1.EndpointSlice{*kubetest.Slice("llm", "vllm-1", "vllm", 8000, "http", kubetest.Endpoint("10.0.0.1", "a", yes))},
+		events: make(chan watch.Event, 1),
+	}
+	// TLS: client-go sends a kubeconfig's credentials over HTTPS only.
+	srv := httptest.NewTLSServer(api)
+	defer srv.Close()
+	dir := t.TempDir()
+	ca := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
+	kubeconfig := `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "` + srv.URL + `", certificate-authority-data: ` + ca + `}}]
+users: [{name: u, user: {token: t0ken}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`
+	if err := os.WriteFile(filepath.Join(dir, "kubeconfig"), []byte(kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := loadConfig(t, dir, `
+modules:
+  chat: {protocol: openai_chat, model: m, allowed_targets: 'http://10\.0\.0\.[0-9]+:8000'}
+target_discovery:
+  - module: chat
+    kubernetes_sd_configs:
+      - {role: endpointslice, kubeconfig_file: kubeconfig, namespaces: {names: [llm]}, service: vllm, port: http}
+`)
+	m := NewManager(promslog.NewNopLogger(), prometheus.NewRegistry(), func() {})
+	defer m.Stop()
+	m.Apply(cfg)
+	names := func() []string {
+		var n []string
+		for _, tg := range m.Expand(cfg).Targets {
+			n = append(n, tg.Endpoint())
+		}
+		return n
+	}
+	if got := names(); !slices.Equal(got, []string{"http://10.0.0.1:8000"}) {
+		t.Fatalf("after Apply: %q", got)
+	}
+	api.events <- watch.Event{Type: watch.Modified, Object: kubetest.Slice("llm", "vllm-1", "vllm", 8000, "http",
+		kubetest.Endpoint("10.0.0.1", "a", yes), kubetest.Endpoint("10.0.0.2", "b", yes))}
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Equal(names(), []string{"http://10.0.0.1:8000", "http://10.0.0.2:8000"}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("watched change not seen: %q", names())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	m.Stop()
+
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	for i, q := range api.queries {
+		if !strings.Contains(q, "labelSelector=kubernetes.io%2Fservice-name%3Dvllm") {
+			t.Errorf("request %s without the Service's label selector", q)
+		}
+		if api.auth[i] != "Bearer t0ken" {
+			t.Errorf("request %s with Authorization %q, want the kubeconfig's token", q, api.auth[i])
+		}
+	}
 }

@@ -18,10 +18,10 @@ import (
 	"github.com/prometheus/common/promslog"
 	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/llm-prober/llm-prober/collector"
 	"github.com/llm-prober/llm-prober/config"
+	"github.com/llm-prober/llm-prober/discovery"
 	"github.com/llm-prober/llm-prober/discovery/kubetest"
 	"github.com/llm-prober/llm-prober/engine"
 	"github.com/llm-prober/llm-prober/probe"
@@ -184,7 +184,7 @@ target_discovery:
 	servers := collector.NewServerMetrics(logger)
 	d := NewDaemon(Options{
 		Logger: logger, Registry: reg, Shard: shard.Shard{Count: 1}, Engine: eng, Servers: servers,
-		KubeClient: func(*config.KubernetesSDConfig) (kubernetes.Interface, error) { return api, nil },
+		KubeClient: func(*config.KubernetesSDConfig) (discovery.KubeClient, error) { return api, nil },
 	})
 	defer func() {
 		d.Close()

@@ -1,9 +1,12 @@
 // Package kubetest is a Kubernetes API for tests of kubernetes_sd_configs:
 // client-go's fake clientset, whose API server can be made unreachable,
-// and EndpointSlices to put in it.
+// as a discovery.KubeClient, and EndpointSlices to put in it. (It tells
+// client-go's reflector, as the fake clientset does, that it cannot
+// stream lists.)
 package kubetest
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -90,6 +93,16 @@ func (f *API) Down() {
 		w.Stop()
 	}
 	f.watches = nil
+}
+
+// ListEndpointSlices is discovery.KubeClient's list, through the fake.
+func (f *API) ListEndpointSlices(ctx context.Context, ns string, opts metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
+	return f.DiscoveryV1().EndpointSlices(ns).List(ctx, opts)
+}
+
+// WatchEndpointSlices is discovery.KubeClient's watch, through the fake.
+func (f *API) WatchEndpointSlices(ctx context.Context, ns string, opts metav1.ListOptions) (watch.Interface, error) {
+	return f.DiscoveryV1().EndpointSlices(ns).Watch(ctx, opts)
 }
 
 // Up makes the API server answer again.
