@@ -251,6 +251,7 @@ func (w *kubeWatch) run(ctx context.Context, report func([]Group, error)) {
 			w.poke()
 		}
 	})
+	var seen map[string]bool
 	for {
 		select {
 		case <-ctx.Done():
@@ -258,6 +259,9 @@ func (w *kubeWatch) run(ctx context.Context, report func([]Group, error)) {
 		case <-w.dirty:
 		}
 		if groups, err, ok := w.snapshot(infs); ok {
+			if err == nil {
+				seen = w.logChanges(seen, groups)
+			}
 			report(groups, err)
 		}
 		select {
@@ -266,6 +270,27 @@ func (w *kubeWatch) run(ctx context.Context, report func([]Group, error)) {
 		case <-time.After(w.settle):
 		}
 	}
+}
+
+// logChanges logs, at Debug, each endpoint that appeared or went, with
+// the pod, namespace and node it is (which the target's name, an
+// address, does not say); it returns the endpoints now listed.
+func (w *kubeWatch) logChanges(seen map[string]bool, groups []Group) map[string]bool {
+	now := make(map[string]bool, len(groups))
+	for _, g := range groups {
+		ep := g.Targets[0]
+		now[ep] = true
+		if !seen[ep] {
+			w.logger.Debug("Kubernetes endpoint ready", "endpoint", ep, "namespace", g.Labels[labelNamespace],
+				"service", g.Labels[labelService], "pod", g.Labels[labelPod], "node", g.Labels[labelNode])
+		}
+	}
+	for ep := range seen {
+		if !now[ep] {
+			w.logger.Debug("Kubernetes endpoint gone or not ready", "endpoint", ep)
+		}
+	}
+	return now
 }
 
 func (w *kubeWatch) informer(ns string) cache.SharedIndexInformer {

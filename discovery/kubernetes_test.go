@@ -392,7 +392,12 @@ target_discovery:
     kubernetes_sd_configs:
       - {role: endpointslice, kubeconfig_file: kubeconfig, namespaces: {names: [llm]}, service: vllm, port: http}
 `)
-	m := NewManager(promslog.NewNopLogger(), prometheus.NewRegistry(), func() {})
+	logs := &syncBuffer{}
+	level := promslog.NewLevel()
+	if err := level.Set("debug"); err != nil {
+		t.Fatal(err)
+	}
+	m := NewManager(promslog.New(&promslog.Config{Writer: logs, Level: level}), prometheus.NewRegistry(), func() {})
 	defer m.Stop()
 	m.Apply(cfg)
 	names := func() []string {
@@ -415,6 +420,10 @@ target_discovery:
 		time.Sleep(20 * time.Millisecond)
 	}
 	m.Stop()
+	// Which pod an endpoint is, said once when it appears.
+	if want := `msg="Kubernetes endpoint ready" logged_source=target_discovery[0].kubernetes_sd_configs[0] endpoint=10.0.0.2:8000 namespace=llm service=vllm pod=b node=node-b`; !strings.Contains(logs.String(), want) {
+		t.Errorf("no log line %s in:\n%s", want, logs)
+	}
 
 	api.mu.Lock()
 	defer api.mu.Unlock()
