@@ -42,6 +42,8 @@ type TargetDiscovery struct {
 	Module        string          `yaml:"module"`
 	FileSDConfigs []*FileSDConfig `yaml:"file_sd_configs,omitempty"`
 	HTTPSDConfigs []*HTTPSDConfig `yaml:"http_sd_configs,omitempty"`
+	// KubernetesSDConfigs watch Services' EndpointSlices (kubernetes.go).
+	KubernetesSDConfigs []*KubernetesSDConfig `yaml:"kubernetes_sd_configs,omitempty"`
 }
 
 // FileSDConfig is Prometheus' file_sd_config: JSON or YAML files of target
@@ -209,8 +211,8 @@ func (c *Config) validateFleet(d *decoder) {
 		if _, ok := c.Modules[td.Module]; !ok {
 			d.at(path+".module", "unknown module %q; define it under modules: (have: %s)", td.Module, strings.Join(sortedModules(c.Modules), ", "))
 		}
-		if len(td.FileSDConfigs)+len(td.HTTPSDConfigs) == 0 {
-			d.at(path, "no discovery configured; add file_sd_configs: or http_sd_configs:")
+		if len(td.FileSDConfigs)+len(td.HTTPSDConfigs)+len(td.KubernetesSDConfigs) == 0 {
+			d.at(path, "no discovery configured; add file_sd_configs:, http_sd_configs: or kubernetes_sd_configs:")
 		}
 		for j, f := range td.FileSDConfigs {
 			fp := fmt.Sprintf("%s.file_sd_configs[%d]", path, j)
@@ -238,6 +240,9 @@ func (c *Config) validateFleet(d *decoder) {
 				d.at(hp, "%v", err)
 			}
 			minimum(d, hp+".refresh_interval", h.RefreshInterval, time.Second)
+		}
+		for j, k := range td.KubernetesSDConfigs {
+			validateKubernetesSD(d, fmt.Sprintf("%s.kubernetes_sd_configs[%d]", path, j), k)
 		}
 	}
 	for i, rw := range c.RemoteWrite {
@@ -292,6 +297,9 @@ func (c *Config) resolveFleet(d *decoder, dir string, getenv func(string) string
 		for j, h := range td.HTTPSDConfigs {
 			h.HTTPClientConfig.SetDirectory(dir)
 			checkSecretFiles(d, fmt.Sprintf("target_discovery[%d].http_sd_configs[%d]", i, j), &h.HTTPClientConfig)
+		}
+		for j, k := range td.KubernetesSDConfigs {
+			resolveKubernetesSD(d, fmt.Sprintf("target_discovery[%d].kubernetes_sd_configs[%d]", i, j), dir, k)
 		}
 	}
 	for i, rw := range c.RemoteWrite {

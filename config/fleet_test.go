@@ -93,3 +93,38 @@ func TestFleetErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestKubernetesSD(t *testing.T) {
+	cfg, err := parseFleet(t, fleetBase+`
+target_discovery:
+  - module: chat
+    kubernetes_sd_configs:
+      - {role: endpointslice, namespaces: {names: [llm, llm-canary]}, service: vllm, label_selector: 'app=vllm,tier!=canary', port: http}
+      - {role: endpointslice, label_selector: app=tgi, port: 8080, scheme: https}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := cfg.TargetDiscovery[0].KubernetesSDConfigs
+	if got, want := k[0].Selector().String(), "app=vllm,kubernetes.io/service-name=vllm,tier!=canary"; got != want {
+		t.Errorf("selector %q, want %q", got, want)
+	}
+	if n, ok := k[0].PortNumber(); ok {
+		t.Errorf("port name http read as number %d", n)
+	}
+	if n, ok := k[1].PortNumber(); !ok || n != 8080 {
+		t.Errorf("port 8080 read as %d, %v", n, ok)
+	}
+	if got := k[1].Selector().String(); got != "app=tgi" {
+		t.Errorf("selector %q", got)
+	}
+
+	_, err = parseFleet(t, fleetBase+`
+target_discovery:
+  - module: chat
+    kubernetes_sd_configs: [{role: endpointslice, service: vllm, port: http, kubeconfig_file: missing.yaml}]
+`)
+	if want := "f.yml:10:78: target_discovery[0].kubernetes_sd_configs[0].kubeconfig_file: cannot read kubeconfig_file"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want %s", err, want)
+	}
+}

@@ -179,7 +179,7 @@ func TestManifestFiles(t *testing.T) {
 	want := map[string][]string{
 		"triton-sidecar.yaml": {"ConfigMap", "Deployment", "Service", "ServiceMonitor"},
 		"central.yaml":        {"ConfigMap", "Deployment", "Service", "ServiceMonitor"},
-		"sharded.yaml":        {"ConfigMap", "StatefulSet", "Service", "ServiceMonitor"},
+		"sharded.yaml":        {"ConfigMap", "StatefulSet", "Service", "ServiceMonitor", "ServiceAccount", "Role", "RoleBinding"},
 		"prometheusrule.yaml": {"PrometheusRule"},
 		"bench-job.yaml":      {"ConfigMap", "PersistentVolumeClaim", "Job"},
 	}

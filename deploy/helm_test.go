@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	k8syaml "sigs.k8s.io/yaml"
 
 	"github.com/llm-prober/llm-prober/config"
@@ -69,6 +70,7 @@ func TestHelmChart(t *testing.T) {
 			"extraArgs[0]=--log.level=debug",
 			"secretMounts[0].name=keys", "secretMounts[0].secretName=llm-prober-keys", "secretMounts[0].mountPath=/etc/llm-prober/keys",
 			"image.tag=1.2.3",
+			"serviceAccount.create=true", "rbac.create=true", "rbac.namespaces[0]=llm-serving",
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -76,6 +78,21 @@ func TestHelmChart(t *testing.T) {
 			for _, s := range sets {
 				args = append(args, "--set", s)
 			}
+			if name != "defaults" {
+				// Kubernetes endpoints discovery, which the RBAC is for.
+				values := filepath.Join(t.TempDir(), "values.yaml")
+				if err := os.WriteFile(values, []byte(helmDiscoveryValues), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "-f", values)
+			}
+			var (
+				cfg      *config.Config
+				pod      corev1.PodSpec
+				accounts []corev1.ServiceAccount
+				roles    []rbacv1.Role
+				bindings []rbacv1.RoleBinding
+			)
 			kinds := map[string]int{}
 			for _, doc := range strings.Split(run(args...), "\n---\n") {
 				doc = strings.TrimPrefix(strings.TrimSpace(doc), "---")
@@ -94,12 +111,14 @@ func TestHelmChart(t *testing.T) {
 				case "ConfigMap":
 					var cm corev1.ConfigMap
 					strict(&cm)
-					if _, err := config.Parse([]byte(cm.Data["llm-prober.yml"]), "llm-prober.yml", t.TempDir(), func(string) string { return "" }); err != nil {
+					var err error
+					if cfg, err = config.Parse([]byte(cm.Data["llm-prober.yml"]), "llm-prober.yml", t.TempDir(), func(string) string { return "" }); err != nil {
 						t.Errorf("the chart's configuration is not valid: %v", err)
 					}
 				case "Deployment":
 					var d appsv1.Deployment
 					strict(&d)
+					pod = d.Spec.Template.Spec
 					c := d.Spec.Template.Spec.Containers[0]
 					if c.Args[0] != "--config.file=/etc/llm-prober/llm-prober.yml" || c.ReadinessProbe.HTTPGet.Path != "/-/ready" {
 						t.Errorf("container args %q, readiness %q", c.Args, c.ReadinessProbe.HTTPGet.Path)
@@ -119,6 +138,15 @@ func TestHelmChart(t *testing.T) {
 					if len(pr.Spec.Groups) == 0 || len(pr.Spec.Groups[0].Rules) == 0 {
 						t.Error("the PrometheusRule carries no rules")
 					}
+				case "ServiceAccount":
+					accounts = append(accounts, corev1.ServiceAccount{})
+					strict(&accounts[len(accounts)-1])
+				case "Role":
+					roles = append(roles, rbacv1.Role{})
+					strict(&roles[len(roles)-1])
+				case "RoleBinding":
+					bindings = append(bindings, rbacv1.RoleBinding{})
+					strict(&bindings[len(bindings)-1])
 				default:
 					t.Errorf("unexpected kind %s", head.Kind)
 				}
@@ -126,6 +154,10 @@ func TestHelmChart(t *testing.T) {
 			want := map[string]int{"ConfigMap": 1, "Deployment": 1, "Service": 1}
 			if name != "defaults" {
 				want["ServiceMonitor"], want["PrometheusRule"] = 1, 1
+				want["ServiceAccount"], want["Role"], want["RoleBinding"] = 1, 1, 1
+				if cfg != nil {
+					checkEndpointSliceRBAC(t, cfg, pod, accounts, roles, bindings)
+				}
 			}
 			for k, n := range want {
 				if kinds[k] != n {
@@ -135,3 +167,18 @@ func TestHelmChart(t *testing.T) {
 		})
 	}
 }
+
+// helmDiscoveryValues adds Kubernetes endpoints discovery to the chart's
+// configuration.
+const helmDiscoveryValues = `
+config:
+  modules:
+    vllm-chat:
+      protocol: openai_chat
+      model: m
+      allowed_targets: 'http://10(\.[0-9]{1,3}){3}:8000'
+  target_discovery:
+    - module: vllm-chat
+      kubernetes_sd_configs:
+        - {role: endpointslice, namespaces: {names: [llm-serving]}, service: vllm, port: http}
+`

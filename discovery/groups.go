@@ -1,12 +1,15 @@
 // Package discovery finds targets at run time from Prometheus' file_sd and
-// http_sd formats, and turns them into targets of the configuration, each
-// probed with a module's template, for engine.Apply to reconcile exactly
-// as it does on reload.
+// http_sd formats and from Kubernetes EndpointSlices (kubernetes.go), and
+// turns them into targets of the configuration, each probed with a
+// module's template, for engine.Apply to reconcile exactly as it does on
+// reload.
 //
 // Prometheus' own discovery package is not used: its managers register
 // their metrics and mechanisms in package-level registries at init, and
-// the two formats needed here are a JSON or YAML list of target groups,
-// small enough to parse (and fuzz) directly.
+// the two file formats needed here are a JSON or YAML list of target
+// groups, small enough to parse (and fuzz) directly. Kubernetes is
+// watched with client-go (kubernetes.go says why not Prometheus'
+// discovery/kubernetes).
 package discovery
 
 import (

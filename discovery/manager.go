@@ -40,20 +40,33 @@ type Manager struct {
 	// refused logs once per endpoint that a module's allowed_targets
 	// refused, rather than at every refresh.
 	refused map[string]bool
+
+	// kubeClient makes the clients of kubernetes_sd_configs;
+	// namespaceFile is where the prober's own namespace is read.
+	kubeClient    KubeClientFunc
+	namespaceFile string
 }
 
 type source struct {
 	// name is where it is in the configuration, e.g.
 	// target_discovery[0].file_sd_configs[1]: the source label.
 	name, mechanism, module string
-	cfg                     any // *config.FileSDConfig or *config.HTTPSDConfig
-	fetch                   func(context.Context) ([]Group, error)
-	every                   time.Duration
+	cfg                     any // *config.FileSDConfig, *config.HTTPSDConfig or *config.KubernetesSDConfig
+	// A source is read every `every` with fetch, or tells its changes
+	// itself: watch runs until ctx ends, calling report with every new
+	// list or error.
+	fetch func(context.Context) ([]Group, error)
+	every time.Duration
+	watch func(ctx context.Context, report func([]Group, error))
 
 	mu        sync.Mutex
 	endpoints []string
 	good      bool // a list was ever read
 	state     int  // stateUnknown until the first refresh
+	// applied is set once Apply has stopped waiting for a watching
+	// source's first report; later reports apply themselves (changed).
+	applied bool
+	first   chan struct{} // closed at a watching source's first report
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -91,13 +104,19 @@ func NewManager(logger *slog.Logger, reg prometheus.Registerer, changed func()) 
 			Name: "llm_prober_discovery_last_success_timestamp_seconds",
 			Help: "Unix time of the discovery source's last successful refresh.",
 		}, labels),
-		refused: map[string]bool{},
+		refused:       map[string]bool{},
+		kubeClient:    NewKubeClient,
+		namespaceFile: ServiceAccountNamespaceFile,
 	}
 	if reg != nil {
 		reg.MustRegister(m.up, m.targets, m.failures, m.lastOK)
 	}
 	return m
 }
+
+// SetKubeClient replaces how the clients of kubernetes_sd_configs are
+// made (NewKubeClient); for tests, before the first Apply.
+func (m *Manager) SetKubeClient(f KubeClientFunc) { m.kubeClient = f }
 
 // Apply starts the sources of cfg's target_discovery and stops the
 // others. A source whose configuration did not change keeps running and
@@ -117,6 +136,9 @@ func (m *Manager) Apply(cfg *config.Config) {
 				continue
 			}
 			want = append(want, s)
+		}
+		for j, k := range td.KubernetesSDConfigs {
+			want = append(want, m.kubeSource(fmt.Sprintf("target_discovery[%d].kubernetes_sd_configs[%d]", i, j), td.Module, k))
 		}
 	}
 
@@ -143,6 +165,10 @@ func (m *Manager) Apply(cfg *config.Config) {
 	}
 	for _, s := range start {
 		m.failures.WithLabelValues(s.name, s.mechanism)
+		if s.watch != nil {
+			m.startWatch(s)
+			continue
+		}
 		// The first read holds up the load it belongs to, so it gets
 		// less time than later ones; a source that misses it is read
 		// again at its interval.
@@ -191,6 +217,39 @@ func (m *Manager) loop(ctx context.Context, s *source) {
 	}
 }
 
+// startWatch starts a source that reports its own changes and waits, as
+// long as a polled source's first read may take, for its first report, so
+// that the first load already runs its probes. A later report applies
+// itself.
+func (m *Manager) startWatch(s *source) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel, s.done, s.first = cancel, make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(s.done)
+		var once sync.Once
+		s.watch(ctx, func(groups []Group, err error) {
+			if ctx.Err() != nil {
+				return
+			}
+			changed, applied := m.record(s, groups, err)
+			once.Do(func() { close(s.first) })
+			if changed && applied {
+				m.changed()
+			}
+		})
+	}()
+	t := time.NewTimer(firstReadTimeout)
+	defer t.Stop()
+	select {
+	case <-s.first:
+	case <-t.C:
+		m.logger.Warn("Discovery source has not listed its targets yet; its probes start when it does", "source", s.name, "mechanism", s.mechanism)
+	}
+	s.mu.Lock()
+	s.applied = true
+	s.mu.Unlock()
+}
+
 // refresh reads s once, within limit, and reports whether its list
 // changed. ctx ends when the source stops.
 func (m *Manager) refresh(ctx context.Context, s *source, limit time.Duration) bool {
@@ -200,6 +259,14 @@ func (m *Manager) refresh(ctx context.Context, s *source, limit time.Duration) b
 	if ctx.Err() != nil {
 		return false // stopping: not a failure of the source
 	}
+	changed, _ := m.record(s, groups, err)
+	return changed
+}
+
+// record takes a read of s: its list, or the error that keeps its last
+// good list. It reports whether the list changed, and whether Apply is
+// done with s (so a change must be applied by the caller).
+func (m *Manager) record(s *source, groups []Group, err error) (changed, applied bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -210,7 +277,7 @@ func (m *Manager) refresh(ctx context.Context, s *source, limit time.Duration) b
 		}
 		s.state = stateDown
 		m.up.WithLabelValues(s.name, s.mechanism).Set(0)
-		return false
+		return false, s.applied
 	}
 	if s.state == stateDown {
 		m.logger.Info("Discovery succeeding again", "source", s.name, "mechanism", s.mechanism)
@@ -220,12 +287,12 @@ func (m *Manager) refresh(ctx context.Context, s *source, limit time.Duration) b
 	m.lastOK.WithLabelValues(s.name, s.mechanism).SetToCurrentTime()
 	eps := Endpoints(groups)
 	m.targets.WithLabelValues(s.name, s.mechanism).Set(float64(len(eps)))
-	changed := !s.good || !slices.Equal(eps, s.endpoints)
+	changed = !s.good || !slices.Equal(eps, s.endpoints)
 	s.endpoints, s.good = eps, true
 	if changed {
 		m.logger.Info("Discovered targets changed", "source", s.name, "targets", len(eps))
 	}
-	return changed
+	return changed, s.applied
 }
 
 func (m *Manager) fileSource(name, module string, f *config.FileSDConfig) *source {

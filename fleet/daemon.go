@@ -26,6 +26,9 @@ type Options struct {
 	Expanders []Expander
 	// Gatherer is what remote write sends: the prober's own registry.
 	Gatherer prometheus.Gatherer
+	// KubeClient makes the clients of kubernetes_sd_configs;
+	// discovery.NewKubeClient (in-cluster or kubeconfig_file) when nil.
+	KubeClient discovery.KubeClientFunc
 }
 
 // Daemon is the serve command's fleet side: discovery of targets, the
@@ -43,6 +46,9 @@ func NewDaemon(o Options) *Daemon {
 	info := shard.NewInfoCollector(o.Shard)
 	o.Registry.MustRegister(info)
 	d.discovery = discovery.NewManager(o.Logger, o.Registry, func() { d.pipeline.Refresh() })
+	if o.KubeClient != nil {
+		d.discovery.SetKubeClient(o.KubeClient)
+	}
 	d.pipeline = New(o.Shard, append([]Expander{d.discovery.Expand}, o.Expanders...),
 		func(_, mine *config.Config) {
 			o.Engine.Apply(mine)

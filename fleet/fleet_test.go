@@ -3,9 +3,11 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,9 +17,12 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/promslog"
 	"go.uber.org/goleak"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/llm-prober/llm-prober/collector"
 	"github.com/llm-prober/llm-prober/config"
+	"github.com/llm-prober/llm-prober/discovery"
+	"github.com/llm-prober/llm-prober/discovery/kubetest"
 	"github.com/llm-prober/llm-prober/engine"
 	"github.com/llm-prober/llm-prober/probe"
 	"github.com/llm-prober/llm-prober/shard"
@@ -128,6 +133,115 @@ target_discovery:
 	waitFor(t, "the last good list still probed", func() bool { return res.since(nameB) >= before+2 })
 	if got := gauge(t, reg, "llm_prober_discovery_targets"); got != 1 {
 		t.Errorf("llm_prober_discovery_targets = %v, want the last good list's 1", got)
+	}
+}
+
+// Kubernetes EndpointSlices watched through the API: a ready endpoint's
+// probes start, an endpoint that becomes not ready or whose slice is
+// deleted stops being probed, and an unreachable API server keeps the
+// last endpoints probed.
+func TestKubernetesSDStartsAndStopsProbes(t *testing.T) {
+	simA := fastSim(t)
+	simB := fastSim(t)
+	hostPort := func(s *simtest.Sim) (string, int32) {
+		u, err := url.Parse(s.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := strconv.Atoi(u.Port())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.Hostname(), int32(p)
+	}
+	hostA, portA := hostPort(simA)
+	hostB, portB := hostPort(simB)
+	yes, no := new(true), new(false)
+	api := kubetest.New(kubetest.Slice("llm", "vllm-a", "vllm", portA, "http", kubetest.Endpoint(hostA, "a", yes)))
+	dir := t.TempDir()
+	cfgText := `
+modules:
+  chat:
+    protocol: openai_chat
+    model: sim
+    allowed_targets: 'http://127\.0\.0\.1:[0-9]+'
+    probes: [{name: steady, schedule: {every: 100ms}}]
+target_discovery:
+  - module: chat
+    kubernetes_sd_configs: [{role: endpointslice, namespaces: {names: [llm]}, service: vllm, port: http}]
+`
+	if err := os.WriteFile(filepath.Join(dir, "c.yml"), []byte(cfgText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(filepath.Join(dir, "c.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := promslog.NewNopLogger()
+	reg := prometheus.NewRegistry()
+	res := &results{n: map[string]int{}}
+	eng := engine.New(logger, collector.NewProbeMetrics(), res)
+	servers := collector.NewServerMetrics(logger)
+	d := NewDaemon(Options{
+		Logger: logger, Registry: reg, Shard: shard.Shard{Count: 1}, Engine: eng, Servers: servers,
+		KubeClient: func(*config.KubernetesSDConfig) (discovery.KubeClient, error) { return api, nil },
+	})
+	defer func() {
+		d.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		eng.Stop(ctx)
+		servers.Close()
+	}()
+	d.SetConfig(cfg)
+
+	nameA := config.DiscoveredName("chat", fmt.Sprintf("http://%s:%d", hostA, portA))
+	nameB := config.DiscoveredName("chat", fmt.Sprintf("http://%s:%d", hostB, portB))
+	waitFor(t, "probes of the first endpoint", func() bool { return res.since(nameA) >= 2 })
+	api.WaitWatching(t, 1)
+
+	// B's slice appears; A becomes not ready.
+	ctx := context.Background()
+	es := api.DiscoveryV1().EndpointSlices("llm")
+	if _, err := es.Create(ctx, kubetest.Slice("llm", "vllm-b", "vllm", portB, "http", kubetest.Endpoint(hostB, "b", yes)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := es.Update(ctx, kubetest.Slice("llm", "vllm-a", "vllm", portA, "http", kubetest.Endpoint(hostA, "a", no)), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "probes of the added endpoint", func() bool { return res.since(nameB) >= 2 })
+	waitStopped(t, res, nameA)
+
+	// The API server goes away: B is still probed, the source is down.
+	api.Down()
+	waitFor(t, "the source reported down", func() bool { return gauge(t, reg, "llm_prober_discovery_source_up") == 0 })
+	before := res.since(nameB)
+	waitFor(t, "the last good list still probed", func() bool { return res.since(nameB) >= before+2 })
+
+	// Back, and B's slice is deleted.
+	api.Up()
+	waitFor(t, "the source reported up", func() bool { return gauge(t, reg, "llm_prober_discovery_source_up") == 1 })
+	api.WaitWatching(t, 1)
+	if err := es.Delete(ctx, "vllm-b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitStopped(t, res, nameB)
+}
+
+// waitStopped waits until target's results stop growing: its probe was
+// stopped.
+func waitStopped(t *testing.T, res *results, target string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := res.since(target)
+		time.Sleep(500 * time.Millisecond)
+		if res.since(target) <= n+1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still probed", target)
+		}
 	}
 }
 

@@ -30,3 +30,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "llm-prober.configMapName" -}}
 {{- default (include "llm-prober.fullname" .) .Values.configExistingConfigMap }}
 {{- end }}
+
+{{- define "llm-prober.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "llm-prober.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
