@@ -271,6 +271,8 @@ type requestOptions struct {
 	reasoningTokens     int
 	tokensPerChunk      int
 	separateFinishChunk bool
+	// prefixCache overrides prefix_cache.enabled when set.
+	prefixCache *bool
 }
 
 func defaultOptions(o OutputConfig) requestOptions {
@@ -327,8 +329,14 @@ func parseOptionsHeader(v string, opts requestOptions) (requestOptions, error) {
 				return opts, fmt.Errorf("%s: separate_finish_chunk=%q: want true or false", HeaderOptions, val)
 			}
 			opts.separateFinishChunk = b
+		case "prefix_cache":
+			b, err := parsePrefixCacheOption(val)
+			if err != nil {
+				return opts, err
+			}
+			opts.prefixCache = b
 		default:
-			return opts, fmt.Errorf("%s: unknown option %q (want role_chunk, reasoning_tokens, tokens_per_chunk or separate_finish_chunk)", HeaderOptions, k)
+			return opts, fmt.Errorf("%s: unknown option %q (want role_chunk, reasoning_tokens, tokens_per_chunk, separate_finish_chunk or prefix_cache)", HeaderOptions, k)
 		}
 	}
 	return opts, nil

@@ -72,6 +72,8 @@ type plan struct {
 	answer   []string
 	answerAt int
 	triton   tritonExtras
+	// prefix is the prefix cache's part (prefixcache.go).
+	prefix prefixPlan
 }
 
 // planLength decides how many tokens an answer has: exactly max_tokens
@@ -320,7 +322,16 @@ func (j *job) admit(ctx context.Context) (time.Time, bool) {
 	j.admitted = time.Now()
 	j.queueWait = j.ticket.queued
 	j.entry.update(func(r *RequestRecord) { r.AdmittedUnixNano = j.admitted.UnixNano() })
-	ready := j.admitted.Add(j.s.engine.prefillTime(j.p.promptTokens, j.p.timing))
+	if j.p.prefix.on {
+		j.p.prefix.cached = j.s.prefix.admit(j.p.prefix.blocks, j.p.promptTokens)
+		cached := j.p.prefix.cached
+		j.entry.update(func(r *RequestRecord) { r.CachedPromptTokens = cached })
+		if m := j.s.metrics; m.prefixQueries != nil {
+			m.prefixQueries.Add(float64(j.p.promptTokens))
+			m.prefixHits.Add(float64(cached))
+		}
+	}
+	ready := j.admitted.Add(j.s.engine.prefillTime(j.p.promptTokens-j.p.prefix.cached, j.p.timing))
 	if f, ok := j.p.faults.get(faultSlowFirstToken); ok {
 		ready = ready.Add(f.dur)
 	}
