@@ -174,6 +174,11 @@ type Result struct {
 
 	InputTokens        int
 	InputTokensSource  TokenSource
+	// CachedInputTokens is the part of the prompt the server served from
+	// its prefix cache, as OpenAI usage's prompt_tokens_details.cached_tokens
+	// reports it (prefix.go); HasCachedInputTokens says the server did.
+	CachedInputTokens    int
+	HasCachedInputTokens bool
 	OutputTokens       int
 	OutputTokensSource TokenSource
 
