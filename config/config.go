@@ -149,6 +149,9 @@ type Probe struct {
 	// Assert checks the answer's text (assert.go).
 	Assert     []*Assert `yaml:"assert,omitempty"`
 	assertions probe.Assertions
+	// Session and SharedPrefix send several requests per run (prefix.go).
+	Session      *Session      `yaml:"session,omitempty"`
+	SharedPrefix *SharedPrefix `yaml:"shared_prefix,omitempty"`
 	// Model is set on the probes model discovery makes from this one
 	// (Config.WithModels); never read from the file.
 	Model string `yaml:"-" json:"model,omitempty"`
@@ -452,6 +455,7 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 		p.Schedule.validate(d, pp+".schedule", t.MaxInFlight)
 		positive(d, pp+".timeout", p.Timeout)
 		p.validateAssert(d, pp, t.Protocol)
+		p.validateSequence(d, pp, t.Protocol)
 		if s := p.SLO; s != nil {
 			if s.TTFT == 0 && s.TPOT == 0 {
 				d.at(pp+".slo", "an SLO needs a ttft or tpot threshold")
