@@ -39,6 +39,10 @@ type Probe struct {
 	// Assert checks each answer's text; a failure makes the result
 	// wrong_answer. Without assertions the text is never kept.
 	Assert probe.Assertions
+	// Session and SharedPrefix make each scheduled run a sequence of
+	// requests (sequence.go); nil for a probe of one request per run.
+	Session      *config.Session
+	SharedPrefix *config.SharedPrefix
 }
 
 // Sent is one request of a probe and what came of it.
@@ -65,8 +69,13 @@ func (p *Probe) Send(ctx context.Context) Sent {
 // from now. A nil release is Send.
 func (p *Probe) SendAt(ctx context.Context, release <-chan struct{}, at time.Time) Sent {
 	draw := p.Workload.Draw(p.Model)
-	draw.Request.Stream = p.Stream
 	draw.Request.CaptureAnswer = len(p.Assert) > 0
+	return p.send(ctx, draw, release, at)
+}
+
+// send sends a drawn request as SendAt does.
+func (p *Probe) send(ctx context.Context, draw workload.Draw, release <-chan struct{}, at time.Time) Sent {
+	draw.Request.Stream = p.Stream
 	var cancel context.CancelFunc
 	if release == nil {
 		ctx, cancel = context.WithTimeout(ctx, p.Timeout)
@@ -89,16 +98,18 @@ func later(a, b time.Time) time.Time {
 // newProbe is a configured probe of t over driver d.
 func newProbe(t *config.Target, pc *config.Probe, w *config.Workload, d probe.Driver) *Probe {
 	return &Probe{
-		Target:   t.Name,
-		Name:     pc.Name,
-		Model:    pc.ModelFor(t),
-		Protocol: t.Protocol,
-		Endpoint: t.Endpoint(),
-		Stream:   pc.Streaming(),
-		Timeout:  time.Duration(pc.Timeout),
-		Driver:   d,
-		Workload: workload.New(w),
-		Assert:   pc.Assertions(),
+		Target:       t.Name,
+		Name:         pc.Name,
+		Model:        pc.ModelFor(t),
+		Protocol:     t.Protocol,
+		Endpoint:     t.Endpoint(),
+		Stream:       pc.Streaming(),
+		Timeout:      time.Duration(pc.Timeout),
+		Driver:       d,
+		Workload:     workload.New(w),
+		Assert:       pc.Assertions(),
+		Session:      pc.Session,
+		SharedPrefix: pc.SharedPrefix,
 	}
 }
 

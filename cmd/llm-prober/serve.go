@@ -89,10 +89,11 @@ func newDaemon(opts serveOptions) *daemon {
 	}
 	pooled := collector.NewPooledMetrics() // embedding and rerank answers
 	answers, rateLimits := collector.NewAnswerMetrics(), collector.NewRateLimitMetrics()
-	reg.MustRegister(pooled, answers, rateLimits)
+	prefix := collector.NewPrefixMetrics() // session and shared_prefix probes
+	reg.MustRegister(pooled, answers, rateLimits, prefix)
 	d.spans = tracing.New(opts.logger, version.Version)
 	d.engine = engine.New(opts.logger, probeMetrics, d.history, engine.PooledSink(pooled),
-		engine.MetricsSink(answers, rateLimits), spanSink{d.spans})
+		engine.MetricsSink(answers, rateLimits), engine.PrefixSink(prefix), spanSink{d.spans})
 	// Span export follows the configured targets' otlp_traces.
 	d.config.OnChange(func(c *config.Config) { d.spans.SetTargets(c.TracingTargets()) })
 	// Model-server /metrics are fetched while Prometheus scrapes the prober,
