@@ -46,7 +46,7 @@ func TestPrefixCacheBlocks(t *testing.T) {
 
 func TestPrefixCacheEviction(t *testing.T) {
 	c := newPrefixCache(PrefixCacheConfig{BlockTokens: 16, CapacityTokens: 64}) // 4 blocks
-	a, b := prefixWords("a", 48), prefixWords("b", 48)                                      // 3 blocks each
+	a, b := prefixWords("a", 48), prefixWords("b", 48)                          // 3 blocks each
 	c.admit(c.blockHashes(a), 49)
 	c.admit(c.blockHashes(b), 49) // evicts a's oldest blocks
 	if n := c.cachedBlocks(); n != 4 {
