@@ -123,9 +123,15 @@ workloads:
 // first is served the previous turn's full blocks from cache.
 func TestSessionTurns(t *testing.T) {
 	sim := prefixSim(t, true)
+	for _, proto := range []string{"openai_chat", "ollama"} {
+		t.Run(proto, func(t *testing.T) { testSessionTurns(t, sim, proto) })
+	}
+}
+
+func testSessionTurns(t *testing.T, sim *simtest.Sim, proto string) {
 	cfg := parseConfig(t, fmt.Sprintf(`targets:
   - name: sim
-    protocol: openai_chat
+    protocol: %s
     url: %s
     model: sim-llm
     probes:
@@ -138,7 +144,7 @@ workloads:
     prompts: {system: "You answer briefly.", inline: ["tell me about latency and how prefill time grows with the length of the prompt"]}
     max_tokens: 24
     ignore_eos: true
-`, sim.URL))
+`, proto, sim.URL))
 	tc, pc, err := cfg.Lookup("sim", "chat")
 	if err != nil {
 		t.Fatal(err)
@@ -289,5 +295,48 @@ workloads:
 	}
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %v", problems, err)
+	}
+}
+
+// TestSharedPrefixProtocols: the other protocols that take a prompt carry
+// the run's prefix too (completions and TGI before the prompt, Ollama as
+// the system message), so the simulator serves warm requests from cache.
+func TestSharedPrefixProtocols(t *testing.T) {
+	sim := prefixSim(t, true)
+	for _, proto := range []string{"openai_completions", "tgi", "ollama"} {
+		t.Run(proto, func(t *testing.T) {
+			cfg := parseConfig(t, fmt.Sprintf(`targets:
+  - name: sim
+    protocol: %s
+    url: %s
+    model: sim-llm
+    probes:
+      - {name: prefix, workload: short, schedule: {every: 1m}, shared_prefix: {tokens: 512, requests: 2}}
+workloads:
+  short: {prompts: {synthetic: {input_tokens: 16}}, max_tokens: 4, ignore_eos: true}
+`, proto, sim.URL))
+			tc, pc, err := cfg.Lookup("sim", "prefix")
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := Open(cfg, tc, pc, promslog.NewNopLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			ctx := context.Background()
+			run := p.NewSequence()
+			var cached []int
+			for !run.Done(ctx) {
+				st := run.Next(ctx, nil, time.Time{})
+				if st.Result.Outcome != probe.OutcomeSuccess {
+					t.Fatalf("%s %v", st.Result.Outcome, st.Result.Err)
+				}
+				cached = append(cached, simtest.GroundTruth(t, sim.URL, st.Result.RequestID).CachedPromptTokens)
+			}
+			if len(cached) != 2 || cached[0] != 0 || cached[1] != 512 {
+				t.Errorf("cached prompt tokens per request %v, want [0 512]", cached)
+			}
+		})
 	}
 }
