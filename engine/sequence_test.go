@@ -110,7 +110,7 @@ workloads:
 			if cache && ratio > 0.3 {
 				t.Errorf("cache on: warm/cold %.3f, want < 0.3", ratio)
 			}
-			if !cache && (ratio < 0.8 || ratio > 1.25) {
+			if !cache && (ratio < 0.7 || ratio > 1.4) {
 				t.Errorf("cache off: warm/cold %.3f, want about 1", ratio)
 			}
 		})
@@ -250,7 +250,7 @@ workloads:
 	if withCache > 0.3 {
 		t.Errorf("cache on: ratio %.3f, want < 0.3", withCache)
 	}
-	if withoutCache < 0.8 || withoutCache > 1.25 {
+	if withoutCache < 0.7 || withoutCache > 1.4 {
 		t.Errorf("cache off: ratio %.3f, want about 1", withoutCache)
 	}
 	count := func(name string, labels map[string]string) float64 {
