@@ -1,6 +1,9 @@
 package probe
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestNoteCachedTokens(t *testing.T) {
 	for _, c := range []struct {
@@ -20,5 +23,20 @@ func TestNoteCachedTokens(t *testing.T) {
 		if r.CachedInputTokens != c.n || r.HasCachedInputTokens != c.has {
 			t.Errorf("%s: got %d, %v; want %d, %v", c.data, r.CachedInputTokens, r.HasCachedInputTokens, c.n, c.has)
 		}
+	}
+}
+
+func TestReportCachedTokens(t *testing.T) {
+	var with, without strings.Builder
+	r := &Result{Outcome: OutcomeSuccess, InputTokens: 900, InputTokensSource: TokenSourceServer}
+	if err := WriteReport(&without, "t", "p", r); err != nil {
+		t.Fatal(err)
+	}
+	r.CachedInputTokens, r.HasCachedInputTokens = 896, true
+	if err := WriteReport(&with, "t", "p", r); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(without.String(), "cached") || !strings.Contains(with.String(), "  cached         896 (server's prefix cache") {
+		t.Errorf("without:\n%s\nwith:\n%s", without.String(), with.String())
 	}
 }

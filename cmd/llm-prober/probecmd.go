@@ -49,9 +49,6 @@ func probeSequence(ctx context.Context, p *engine.Probe, stdout, stderr io.Write
 			fmt.Fprintf(stderr, "llm-prober: %v\n", err)
 			return 1
 		}
-		if st.Result.HasCachedInputTokens {
-			fmt.Fprintf(stdout, "cached prompt tokens  %d (server's usage)\n", st.Result.CachedInputTokens)
-		}
 		if st.Result.Outcome != probe.OutcomeSuccess {
 			code = 1
 		}
