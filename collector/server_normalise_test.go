@@ -348,3 +348,58 @@ func TestServerRulesConsistent(t *testing.T) {
 		}
 	}
 }
+
+func TestNormalisePrefixCache(t *testing.T) {
+	// vLLM: model a on two engines with the current names (summed),
+	// model b on a release before 0.9.2 with the gpu_ names only; where
+	// both are present the current name wins.
+	text := `
+# TYPE vllm:prefix_cache_queries_total counter
+vllm:prefix_cache_queries_total{engine="0",model_name="a"} 1000
+vllm:prefix_cache_queries_total{engine="1",model_name="a"} 500
+# TYPE vllm:prefix_cache_hits_total counter
+vllm:prefix_cache_hits_total{engine="0",model_name="a"} 640
+vllm:prefix_cache_hits_total{engine="1",model_name="a"} 320
+# TYPE vllm:gpu_prefix_cache_queries_total counter
+vllm:gpu_prefix_cache_queries_total{engine="0",model_name="a"} 1
+vllm:gpu_prefix_cache_queries_total{engine="0",model_name="b"} 300
+# TYPE vllm:gpu_prefix_cache_hits_total counter
+vllm:gpu_prefix_cache_hits_total{engine="0",model_name="b"} 100
+`
+	kind, lines := norm(t, KindAuto, text, false)
+	if kind != KindVLLM {
+		t.Fatalf("kind %q", kind)
+	}
+	has(t, lines,
+		"llm_server_prefix_cache_queries_total{,a} 1500",
+		"llm_server_prefix_cache_hits_total{,a} 960",
+		"llm_server_prefix_cache_queries_total{,b} 300",
+		"llm_server_prefix_cache_hits_total{,b} 100",
+	)
+	if len(lines) != 4 {
+		t.Errorf("got %d series:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+
+	// SGLang: cached tokens of the prompt tokens; the hit-rate gauge is
+	// not used.
+	text = `
+# TYPE sglang:prompt_tokens_total counter
+sglang:prompt_tokens_total{engine_type="unified",model_name="m"} 2048
+# TYPE sglang:cached_tokens_total counter
+sglang:cached_tokens_total{engine_type="unified",model_name="m"} 1536
+# TYPE sglang:cache_hit_rate gauge
+sglang:cache_hit_rate{engine_type="unified",model_name="m",tp_rank="0",pp_rank="0",moe_ep_rank="0"} 0.75
+`
+	kind, lines = norm(t, KindAuto, text, false)
+	if kind != KindSGLang {
+		t.Fatalf("kind %q", kind)
+	}
+	has(t, lines,
+		"llm_server_prefix_cache_queries_total{,m} 2048",
+		"llm_server_prefix_cache_hits_total{,m} 1536",
+		"llm_server_prompt_tokens_total{,m} 2048",
+	)
+	if len(lines) != 3 {
+		t.Errorf("got %d series:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+}

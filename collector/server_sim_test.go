@@ -26,6 +26,10 @@ import (
 
 var update = flag.Bool("update", false, "recapture collector/testdata/server_* from the simulator and rewrite the golden files")
 
+// lighthouseSystem is the 32-word system prompt every request of the
+// load shares, two blocks of the simulator's prefix cache.
+const lighthouseSystem = "You are a keeper of lighthouses on a rocky coast who answers every question about lamps, lenses, fog signals, tides, storms and ships in short plain sentences for curious visitors every day."
+
 // simHeld is how many streams the load keeps open: simMaxRunning run,
 // the rest wait.
 const (
@@ -37,6 +41,7 @@ const (
 type simExpect struct {
 	success, failure         int
 	promptTokens, genTokens  float64
+	cachedTokens             float64
 	running, waiting         float64
 	finishedThroughTheEngine int
 }
@@ -60,6 +65,7 @@ func startLoadedSim(t *testing.T, naming string) (*sim, simExpect) {
 	cfg.Latency.Jitter = 0
 	cfg.Scheduler.MaxRunning = simMaxRunning
 	cfg.Scheduler.KVCacheCapacityTokens = 16384
+	cfg.PrefixCache.Enabled = true
 	srv, err := simulator.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +84,7 @@ func startLoadedSim(t *testing.T, naming string) (*sim, simExpect) {
 	post := func(ctx context.Context, id string, maxTokens int, stream bool, fault string) (*http.Response, error) {
 		body, _ := json.Marshal(map[string]any{
 			"model": "sim-llm", "max_tokens": maxTokens, "ignore_eos": true, "stream": stream,
-			"messages": []map[string]string{{"role": "user", "content": "Tell me about lighthouses " + id}},
+			"messages": []map[string]string{{"role": "system", "content": lighthouseSystem}, {"role": "user", "content": "Tell me about lighthouses " + id}},
 		})
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+"/v1/chat/completions", bytes.NewReader(body))
 		if err != nil {
@@ -121,6 +127,7 @@ func startLoadedSim(t *testing.T, naming string) (*sim, simExpect) {
 		resp.Body.Close()
 		r := truth(f.id)
 		exp.promptTokens += float64(r.PromptTokens)
+		exp.cachedTokens += float64(r.CachedPromptTokens)
 		exp.genTokens += float64(r.OutputTokens)
 		if f.fault == "" {
 			exp.success++
@@ -216,6 +223,15 @@ func TestServerMetricsAgainstSimulator(t *testing.T) {
 				serverPhaseRequests + lbl(`phase="queue",`):                float64(exp.finishedThroughTheEngine),
 				serverPhaseRequests + lbl(`phase="e2e",`):                  float64(exp.finishedThroughTheEngine),
 				`llm_prober_collector_success{collector="server_metrics"}`: 1,
+			}
+			if naming == simulator.NamingVLLM || naming == simulator.NamingSGLang {
+				// Every request shares the 32-word system prompt: all but
+				// the first have its two blocks cached.
+				if exp.cachedTokens != 32*float64(exp.finishedThroughTheEngine-1) {
+					t.Errorf("ground truth: %v cached tokens", exp.cachedTokens)
+				}
+				want[serverPrefixQueries+lbl("")] = exp.promptTokens
+				want[serverPrefixHits+lbl("")] = exp.cachedTokens
 			}
 			if naming == simulator.NamingTriton {
 				// Triton counts durations beside successful requests only.

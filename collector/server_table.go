@@ -29,6 +29,8 @@ const (
 	serverGenerationTokens  = "llm_server_generation_tokens_total"
 	serverPhaseSeconds      = "llm_server_phase_seconds_total"
 	serverPhaseRequests     = "llm_server_phase_requests_total"
+	serverPrefixQueries     = "llm_server_prefix_cache_queries_total"
+	serverPrefixHits        = "llm_server_prefix_cache_hits_total"
 	serverUp                = "llm_server_up"
 	serverScrapeDuration    = "llm_server_scrape_duration_seconds"
 	resultSuccess           = "success"
@@ -65,6 +67,8 @@ func serverOutputs() []serverOutput {
 		{serverGenerationTokens, "Tokens the model server generated.", prometheus.CounterValue, ""},
 		{serverPhaseSeconds, "Seconds requests spent in a server-side phase, summed over requests; divide by llm_server_phase_requests_total for the mean.", prometheus.CounterValue, labelPhase},
 		{serverPhaseRequests, "Requests counted in llm_server_phase_seconds_total for the same phase.", prometheus.CounterValue, labelPhase},
+		{serverPrefixQueries, "Prompt tokens the model server looked up in its prefix cache.", prometheus.CounterValue, ""},
+		{serverPrefixHits, "Prompt tokens the model server found in its prefix cache (of llm_server_prefix_cache_queries_total).", prometheus.CounterValue, ""},
 	}
 }
 
@@ -245,6 +249,10 @@ func serverRules() []serverRule {
 			sources: one("vllm:request_success_total", eq("finished_reason", vllmFailed...))},
 		serverRule{kind: KindVLLM, out: serverPromptTokens, sources: one("vllm:prompt_tokens_total")},
 		serverRule{kind: KindVLLM, out: serverGenerationTokens, sources: one("vllm:generation_tokens_total")},
+		serverRule{kind: KindVLLM, out: serverPrefixQueries, sources: one("vllm:prefix_cache_queries_total"), note: "tokens; vLLM ≥ 0.9.2"},
+		serverRule{kind: KindVLLM, out: serverPrefixQueries, sources: one("vllm:gpu_prefix_cache_queries_total"), note: "old name, vLLM V1 before 0.9.2"},
+		serverRule{kind: KindVLLM, out: serverPrefixHits, sources: one("vllm:prefix_cache_hits_total"), note: "tokens; vLLM ≥ 0.9.2"},
+		serverRule{kind: KindVLLM, out: serverPrefixHits, sources: one("vllm:gpu_prefix_cache_hits_total"), note: "old name, vLLM V1 before 0.9.2"},
 	)
 	phase(KindVLLM, phaseQueue, "vllm:request_queue_time_seconds")
 	phase(KindVLLM, phaseCompute, "vllm:request_inference_time_seconds")
@@ -333,6 +341,12 @@ func serverRules() []serverRule {
 		serverRule{kind: KindSGLang, out: serverRequestsTotal, extraValue: resultFailure, sources: one("sglang:num_aborted_requests_total")},
 		serverRule{kind: KindSGLang, out: serverPromptTokens, sources: one("sglang:prompt_tokens_total")},
 		serverRule{kind: KindSGLang, out: serverGenerationTokens, sources: one("sglang:generation_tokens_total")},
+		// SGLang counts prompt tokens and the cached part of them; every
+		// prompt is matched against its radix cache, so the prompt tokens
+		// are the queries. Its cache_hit_rate gauge is not a counter and
+		// is left out.
+		serverRule{kind: KindSGLang, out: serverPrefixQueries, sources: one("sglang:prompt_tokens_total"), note: "every prompt token is looked up in the radix cache"},
+		serverRule{kind: KindSGLang, out: serverPrefixHits, sources: one("sglang:cached_tokens_total")},
 	)
 	phase(KindSGLang, phaseQueue, "sglang:queue_time_seconds")
 	phase(KindSGLang, phaseE2E, "sglang:e2e_request_latency_seconds")

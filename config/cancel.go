@@ -68,6 +68,9 @@ func (p *Probe) validateCancel(d *decoder, path string, t *Target, w *Workload) 
 	if len(p.Assert) > 0 {
 		d.at(path, "a cancellation probe reads only the start of the answer; it cannot also have assert:")
 	}
+	if p.Session != nil || p.SharedPrefix != nil {
+		d.at(path, "a cancellation probe sends one request per run, and session or shared_prefix several; make them two probes")
+	}
 	if t.ServerMetrics == nil {
 		d.at(path, "a cancellation probe reads the server's running requests from its metrics; give target %q server_metrics", t.Name)
 	}

@@ -152,6 +152,9 @@ type Probe struct {
 	// Cancel cuts each stream after some tokens and measures the server
 	// freeing the slot (cancel.go).
 	Cancel *Cancel `yaml:"cancel,omitempty"`
+	// Session and SharedPrefix send several requests per run (prefix.go).
+	Session      *Session      `yaml:"session,omitempty"`
+	SharedPrefix *SharedPrefix `yaml:"shared_prefix,omitempty"`
 	// Model is set on the probes model discovery makes from this one
 	// (Config.WithModels); never read from the file.
 	Model string `yaml:"-" json:"model,omitempty"`
@@ -457,6 +460,7 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 		positive(d, pp+".timeout", p.Timeout)
 		p.validateAssert(d, pp, t.Protocol)
 		p.validateCancel(d, pp, t, c.Workloads[p.Workload])
+		p.validateSequence(d, pp, t.Protocol)
 		if s := p.SLO; s != nil {
 			if s.TTFT == 0 && s.TPOT == 0 {
 				d.at(pp+".slo", "an SLO needs a ttft or tpot threshold")

@@ -26,6 +26,9 @@ type Info struct {
 	Histograms string
 	// Cancel is set for a cancellation probe (cancel:).
 	Cancel bool
+	// Sequence is true for session and shared_prefix probes, whose runs
+	// are sequences of requests (SequenceSink).
+	Sequence bool
 }
 
 // Sink receives the probes of every applied configuration and each result
@@ -139,7 +142,7 @@ func (e *Engine) Apply(cfg *config.Config) {
 			e.metrics.Add(collector.ProbeSeries{Target: t.Name, Probe: pc.Name, Model: model, SLO: pc.CollectorSLO(), Protocol: t.Protocol, Histograms: t.Histograms,
 				Asserts: len(pc.Assertions()) > 0})
 			info := Info{Target: t.Name, Probe: pc.Name, Model: model, Protocol: t.Protocol, Endpoint: t.Endpoint(),
-				Assertions: pc.Assertions().Names(), Histograms: t.Histograms, Cancel: pc.Cancel != nil}
+				Assertions: pc.Assertions().Names(), Histograms: t.Histograms, Cancel: pc.Cancel != nil, Sequence: pc.Sequence()}
 			for _, s := range e.sinks {
 				s.Add(info)
 			}
@@ -198,6 +201,9 @@ func (e *Engine) job(p *Probe, spec schedule.Spec, fp string, limiter *schedule.
 		BurstSpread: func(d time.Duration) { e.metrics.ObserveBurstSpread(p.Target, p.Name, d) },
 		BurstLead:   BurstLead,
 		Run: func(ctx context.Context, tk schedule.Ticket) bool {
+			if p.Sequence() {
+				return e.runSequence(ctx, tk, p, lengths, health, logger)
+			}
 			// Counted before anything can fail, and out of flight only once
 			// the result is recorded: scheduled = requests + skipped + in
 			// flight holds at every scrape after the last Run returned.
@@ -208,19 +214,26 @@ func (e *Engine) job(p *Probe, spec schedule.Spec, fp string, limiter *schedule.
 			res := sent.Result
 			tk.Sent(res.Start)
 			e.metrics.ObserveScheduleLag(p.Target, p.Name, max(res.Start.Sub(tk.Planned), 0))
-			e.metrics.Observe(p.Target, p.Name, res)
-			for _, s := range e.sinks {
-				s.Record(p.Target, p.Name, sent.Request(), res)
-			}
-			ok := res.Outcome == probe.OutcomeSuccess
-			if ok {
-				lengths.check(sent)
-			}
-			logCancel(logger, res)
-			health.log(logger, p, res)
-			return ok
+			return e.record(p, sent, lengths, health, logger)
 		},
 	}
+}
+
+// record accounts for one finished request of p: metrics, sinks, length
+// checks and the log of transitions. It reports whether it succeeded.
+func (e *Engine) record(p *Probe, sent Sent, lengths *lengthCheck, health *transitions, logger *slog.Logger) bool {
+	res := sent.Result
+	e.metrics.Observe(p.Target, p.Name, res)
+	for _, s := range e.sinks {
+		s.Record(p.Target, p.Name, sent.Request(), res)
+	}
+	ok := res.Outcome == probe.OutcomeSuccess
+	if ok {
+		lengths.check(sent)
+	}
+	logCancel(logger, res)
+	health.log(logger, p, res)
+	return ok
 }
 
 // transitions logs a probe's changes between failing and succeeding, not

@@ -46,6 +46,10 @@ type Probe struct {
 	// closeRunning releases a reader of server metrics of the probe's own
 	// (Open); nil otherwise.
 	closeRunning func()
+	// Session and SharedPrefix make each scheduled run a sequence of
+	// requests (sequence.go); nil for a probe of one request per run.
+	Session      *config.Session
+	SharedPrefix *config.SharedPrefix
 }
 
 // Sent is one request of a probe and what came of it.
@@ -74,8 +78,13 @@ func (p *Probe) Send(ctx context.Context) Sent {
 // passed (outside the probe's timeout).
 func (p *Probe) SendAt(ctx context.Context, release <-chan struct{}, at time.Time) Sent {
 	draw := p.Workload.Draw(p.Model)
-	draw.Request.Stream = p.Stream
 	draw.Request.CaptureAnswer = len(p.Assert) > 0
+	return p.send(ctx, draw, release, at)
+}
+
+// send sends a drawn request as SendAt does.
+func (p *Probe) send(ctx context.Context, draw workload.Draw, release <-chan struct{}, at time.Time) Sent {
+	draw.Request.Stream = p.Stream
 	outer := ctx
 	var before reading
 	if p.Cancel != nil && p.Stream {
@@ -108,17 +117,19 @@ func later(a, b time.Time) time.Time {
 // probe reads the server's running requests through running.
 func newProbe(t *config.Target, pc *config.Probe, w *config.Workload, d probe.Driver, running RunningReader) *Probe {
 	return &Probe{
-		Target:   t.Name,
-		Name:     pc.Name,
-		Model:    pc.ModelFor(t),
-		Protocol: t.Protocol,
-		Endpoint: t.Endpoint(),
-		Stream:   pc.Streaming(),
-		Timeout:  time.Duration(pc.Timeout),
-		Driver:   d,
-		Workload: workload.New(w),
-		Assert:   pc.Assertions(),
-		Cancel:   newCancel(pc, running),
+		Target:       t.Name,
+		Name:         pc.Name,
+		Model:        pc.ModelFor(t),
+		Protocol:     t.Protocol,
+		Endpoint:     t.Endpoint(),
+		Stream:       pc.Streaming(),
+		Timeout:      time.Duration(pc.Timeout),
+		Driver:       d,
+		Workload:     workload.New(w),
+		Assert:       pc.Assertions(),
+		Cancel:       newCancel(pc, running),
+		Session:      pc.Session,
+		SharedPrefix: pc.SharedPrefix,
 	}
 }
 

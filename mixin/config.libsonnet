@@ -90,6 +90,16 @@
     wrongAnswerWindow: '10m',
     wrongAnswerSeverity: 'page',
 
+    // LLMProbePrefixCacheNotHitting: mean warm TTFT over mean cold TTFT
+    // of session and shared_prefix probes above this ratio over the
+    // window, with at least minRuns cold requests in it, for `for`. A
+    // working prefix cache makes warm requests far faster (the simulator:
+    // about 0.05 for a 1024-token prefix); without one they cost the same.
+    prefixCacheRatio: 0.8,
+    prefixCacheWindow: '30m',
+    prefixCacheMinRuns: 3,
+    prefixCacheFor: '15m',
+
     // LLMProbeRateLimitHeadroomLow: less than this share of a target's rate
     // limit left in its last answers, reported within freshSeconds, for
     // `for`.

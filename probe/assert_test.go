@@ -101,5 +101,9 @@ func FuzzAnswerText(f *testing.F) {
 		if r.Reasoning.HasTokens && r.Reasoning.Tokens < 0 {
 			t.Fatalf("negative reasoning tokens")
 		}
+		noteCachedTokens(r, data)
+		if r.HasCachedInputTokens && r.CachedInputTokens < 0 {
+			t.Fatalf("negative cached tokens")
+		}
 	})
 }

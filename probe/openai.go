@@ -652,6 +652,7 @@ func (d *openAIDriver) onEvent(ev *sseEvent, r *Result, st *streamState, chunk *
 	if u := chunk.Usage; u != nil {
 		st.usage, st.hasUsage = *u, true
 		noteReasoningTokens(r, data)
+		noteCachedTokens(r, data)
 	}
 	if chunk.Timings.present {
 		st.timings = chunk.Timings

@@ -89,6 +89,7 @@ func (c *oaiChunk) decodeAnswer(b []byte, r *Result) error {
 	}
 	if c.Usage != nil {
 		noteReasoningTokens(r, b)
+		noteCachedTokens(r, b)
 	}
 	if r.answer != nil {
 		r.answer.addOpenAI(b)

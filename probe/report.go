@@ -84,6 +84,9 @@ func WriteReport(w io.Writer, target, probeName string, r *Result) error {
 		line("output tokens/s", "n/a")
 	}
 	line("input tokens", "%s", tokens(r.InputTokens, r.InputTokensSource))
+	if r.HasCachedInputTokens {
+		line("  cached", "%d (server's prefix cache, usage prompt_tokens_details)", r.CachedInputTokens)
+	}
 	line("output tokens", "%s", tokens(r.OutputTokens, r.OutputTokensSource))
 	line("finish reason", "%s", orNone(r.FinishReason))
 	writePooled(line, r)

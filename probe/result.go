@@ -175,10 +175,15 @@ type Result struct {
 	// ITL; only EndToEnd, token counts and FinishReason are meaningful.
 	Streamed bool
 
-	InputTokens        int
-	InputTokensSource  TokenSource
-	OutputTokens       int
-	OutputTokensSource TokenSource
+	InputTokens       int
+	InputTokensSource TokenSource
+	// CachedInputTokens is the part of the prompt the server served from
+	// its prefix cache, as OpenAI usage's prompt_tokens_details.cached_tokens
+	// reports it (prefix.go); HasCachedInputTokens says the server did.
+	CachedInputTokens    int
+	HasCachedInputTokens bool
+	OutputTokens         int
+	OutputTokensSource   TokenSource
 
 	FinishReason string
 	// TLSCertExpiry is the earliest NotAfter among the certificates the

@@ -44,6 +44,8 @@ type Config struct {
 	// RateLimit makes the OpenAI-compatible routes send rate-limit
 	// headers (ratelimit.go); off when both limits are 0.
 	RateLimit RateLimitConfig `yaml:"rate_limit"`
+	// PrefixCache models automatic prefix caching (prefixcache.go).
+	PrefixCache PrefixCacheConfig `yaml:"prefix_cache"`
 }
 
 // LatencyConfig is the latency model; see docs/simulator.md for formulas.
@@ -207,6 +209,9 @@ func DefaultConfig() Config {
 			MaxChunksPerEntry: 4096,
 		},
 		Metrics: MetricsConfig{Naming: NamingVLLM},
+		// Off by default, so that repeated prompts keep the latency model
+		// of docs/simulator.md; vLLM's block size and a KV-sized budget.
+		PrefixCache: PrefixCacheConfig{BlockTokens: 16, CapacityTokens: 65536},
 	}
 }
 
@@ -352,6 +357,7 @@ func (c Config) Validate() error {
 	if g.MaxChunksPerEntry < 1 || g.MaxChunksPerEntry > 1<<20 {
 		bad("ground_truth.max_chunks_per_request", "must be between 1 and 1048576, got %d", g.MaxChunksPerEntry)
 	}
+	c.PrefixCache.validate(bad)
 	if err := validNaming(c.Metrics.Naming); c.Metrics.Naming != "" && err != nil {
 		bad("metrics.naming", "%v", err)
 	}

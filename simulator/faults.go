@@ -273,6 +273,8 @@ type requestOptions struct {
 	separateFinishChunk bool
 	// disconnectRelease overrides faults.disconnect_release (cancel.go).
 	disconnectRelease slotRelease
+	// prefixCache overrides prefix_cache.enabled when set.
+	prefixCache *bool
 }
 
 func defaultOptions(o OutputConfig) requestOptions {
@@ -335,8 +337,14 @@ func parseOptionsHeader(v string, opts requestOptions) (requestOptions, error) {
 				return opts, fmt.Errorf("%s: %w", HeaderOptions, err)
 			}
 			opts.disconnectRelease = r
+		case "prefix_cache":
+			b, err := parsePrefixCacheOption(val)
+			if err != nil {
+				return opts, err
+			}
+			opts.prefixCache = b
 		default:
-			return opts, fmt.Errorf("%s: unknown option %q (want role_chunk, reasoning_tokens, tokens_per_chunk, separate_finish_chunk or disconnect_release)", HeaderOptions, k)
+			return opts, fmt.Errorf("%s: unknown option %q (want role_chunk, reasoning_tokens, tokens_per_chunk, separate_finish_chunk, disconnect_release or prefix_cache)", HeaderOptions, k)
 		}
 	}
 	return opts, nil

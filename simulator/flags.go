@@ -174,6 +174,11 @@ func RegisterFlags(cmd *kingpin.CmdClause) *Flags {
 	flt("fault.error-event-rate", "Probability of a mid-stream error event.", 0,
 		func(c *Config) *float64 { return &c.Faults.ErrorEventRate })
 
+	override("prefix-cache", "Model a prefix cache: cached prompt blocks skip their prefill (per request: X-Sim-Options prefix_cache=true|false).", "false",
+		func(fc *kingpin.FlagClause) func(*Config) {
+			v := fc.Bool()
+			return func(c *Config) { c.PrefixCache.Enabled = *v }
+		})
 	override("metrics.legacy-names", "Also expose the older vLLM metric names.", "false",
 		func(fc *kingpin.FlagClause) func(*Config) {
 			v := fc.Bool()

@@ -72,6 +72,8 @@ type plan struct {
 	answer   []string
 	answerAt int
 	triton   tritonExtras
+	// prefix is the prefix cache's part (prefixcache.go).
+	prefix prefixPlan
 }
 
 // planLength decides how many tokens an answer has: exactly max_tokens
@@ -218,6 +220,12 @@ func (j *job) observe(outcome, reason string) {
 	m.queue.Observe(j.admitted.Sub(j.received).Seconds())
 	m.promptTokens.Add(float64(j.p.promptTokens))
 	m.promptTokensHist.Observe(float64(j.p.promptTokens))
+	// Counted with the prompt tokens, so that SGLang's cached_tokens_total
+	// and prompt_tokens_total (and vLLM's queries and hits) stay in step.
+	if j.p.prefix.on && m.prefixQueries != nil {
+		m.prefixQueries.Add(float64(j.p.promptTokens))
+		m.prefixHits.Add(float64(j.p.prefix.cached))
+	}
 	m.generationTokens.Add(float64(j.sent))
 	m.generationTokensHist.Observe(float64(j.sent))
 	m.e2e.Observe(end.Sub(j.received).Seconds())
@@ -323,7 +331,12 @@ func (j *job) admit(ctx context.Context) (time.Time, bool) {
 	j.admitted = time.Now()
 	j.queueWait = j.ticket.queued
 	j.entry.update(func(r *RequestRecord) { r.AdmittedUnixNano = j.admitted.UnixNano() })
-	ready := j.admitted.Add(j.s.engine.prefillTime(j.p.promptTokens, j.p.timing))
+	if j.p.prefix.on {
+		j.p.prefix.cached = j.s.prefix.admit(j.p.prefix.blocks, j.p.promptTokens)
+		cached := j.p.prefix.cached
+		j.entry.update(func(r *RequestRecord) { r.CachedPromptTokens = cached })
+	}
+	ready := j.admitted.Add(j.s.engine.prefillTime(j.p.promptTokens-j.p.prefix.cached, j.p.timing))
 	if f, ok := j.p.faults.get(faultSlowFirstToken); ok {
 		ready = ready.Add(f.dur)
 	}

@@ -47,7 +47,10 @@ type RequestRecord struct {
 	FinishedUnixNano        int64 `json:"finished_unix_nano,omitempty"`
 
 	PromptTokens int `json:"prompt_tokens"`
-	MaxTokens    int `json:"max_tokens"`
+	// CachedPromptTokens is the part of the prompt the prefix cache
+	// served (prefix_cache), whose prefill was skipped.
+	CachedPromptTokens int `json:"cached_prompt_tokens,omitempty"`
+	MaxTokens          int `json:"max_tokens"`
 	// PlannedOutputTokens is the answer's length had nothing gone wrong.
 	PlannedOutputTokens int `json:"planned_output_tokens"`
 	// OutputTokens were actually flushed; ReasoningTokens is the part of

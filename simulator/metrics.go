@@ -56,6 +56,9 @@ type serverMetrics struct {
 	queue, prefill, decode, inference      prometheus.Observer
 	promptTokensHist, generationTokensHist prometheus.Observer
 	promptTokens, generationTokens         prometheus.Counter
+	// prefixQueries and prefixHits count prompt tokens looked up in the
+	// prefix cache and found there; nil for namings without them.
+	prefixQueries, prefixHits prometheus.Counter
 	// onFinish counts one request that left the engine, by vLLM finished
 	// reason (stop, length, abort, error).
 	onFinish func(reason string)
@@ -177,6 +180,9 @@ func newVLLMMetrics(reg prometheus.Registerer, e *engine, model string, maxModel
 			buckets125(maxModelLen)),
 		promptTokens:     counter("vllm:prompt_tokens_total", "Number of prefill tokens processed."),
 		generationTokens: counter("vllm:generation_tokens_total", "Number of generation tokens processed."),
+		// vLLM ≥ 0.9.2 (vllm/v1/metrics/loggers.py); counted in tokens.
+		prefixQueries: counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens."),
+		prefixHits:    counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens."),
 	}
 	if legacy {
 		m.legacyTPOT = hist("vllm:time_per_output_token_seconds",

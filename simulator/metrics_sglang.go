@@ -44,6 +44,10 @@ func newSGLangMetrics(reg prometheus.Registerer, e *engine, model string) *serve
 		generationTokensHist: sink{},
 		promptTokens:         counter("sglang:prompt_tokens_total", "Number of prefill tokens processed."),
 		generationTokens:     counter("sglang:generation_tokens_total", "Number of generation tokens processed."),
+		// SGLang counts cached prompt tokens; the queries are its
+		// prompt_tokens_total, so nothing more is exposed for them.
+		prefixQueries: sinkCounter(),
+		prefixHits:    counter("sglang:cached_tokens_total", "Number of cached prompt tokens."),
 	}
 	m.onFinish = func(reason string) {
 		requests.Inc()

@@ -318,6 +318,7 @@ func (s *Server) planOpenAI(fe *openAIFrontEnd, id string, body []byte, h http.H
 		faults = drawFaults(s.cfg.Faults, n, seqRNG)
 	}
 
+	prefix := s.planPrefix(promptText, opts)
 	includeUsage := false
 	if req.StreamOptions != nil {
 		includeUsage = req.StreamOptions.IncludeUsage == nil || *req.StreamOptions.IncludeUsage
@@ -338,6 +339,7 @@ func (s *Server) planOpenAI(fe *openAIFrontEnd, id string, body []byte, h http.H
 		created:         time.Now().Unix(),
 		text:            textRNG,
 		timing:          seqRNG,
+		prefix:          prefix,
 	}, nil
 }
 
@@ -350,6 +352,13 @@ type openAIUsage struct {
 	// Details carries reasoning_tokens, as OpenAI's API does for
 	// reasoning models; only when the answer had reasoning.
 	Details *completionDetails `json:"completion_tokens_details,omitempty"`
+	// PromptDetails carries cached_tokens, as vLLM does with
+	// --enable-prompt-tokens-details; only with the prefix cache on.
+	PromptDetails *promptDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+type promptDetails struct {
+	CachedTokens int `json:"cached_tokens"`
 }
 
 type completionDetails struct {
@@ -440,6 +449,9 @@ func usageOf(p *plan) *openAIUsage {
 	u := &openAIUsage{PromptTokens: p.promptTokens, TotalTokens: p.promptTokens + p.outputTokens, CompletionTokens: p.outputTokens}
 	if p.reasoningTokens > 0 {
 		u.Details = &completionDetails{ReasoningTokens: p.reasoningTokens}
+	}
+	if p.prefix.on {
+		u.PromptDetails = &promptDetails{CachedTokens: p.prefix.cached}
 	}
 	return u
 }

@@ -32,6 +32,7 @@ type Server struct {
 	model   *modelResidency
 	truth   *truthStore
 	limits  *rateLimiter // nil without rate_limit
+	prefix  *prefixCache
 	metrics *serverMetrics
 	reg     *prometheus.Registry
 	handler http.Handler
@@ -67,6 +68,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		engine:  newEngine(cfg.Latency, cfg.Scheduler),
 		model:   newModelResidency(cfg.Faults),
 		truth:   newTruthStore(cfg.GroundTruth),
+		prefix:  newPrefixCache(cfg.PrefixCache),
 		reg:     prometheus.NewRegistry(),
 		started: time.Now(),
 	}

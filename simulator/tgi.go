@@ -427,6 +427,7 @@ func (s *Server) nativePlan(id, model string, prompt, maxTokens int, promptText 
 		id: id, model: model, stream: stream, promptTokens: prompt, maxTokens: maxTokens,
 		outputTokens: n, finishReason: reason, opts: opts, faults: faults,
 		created: time.Now().Unix(), text: text, timing: seqRNG, answer: answer,
+		prefix: s.planPrefix(promptText, opts),
 	}, nil
 }
 

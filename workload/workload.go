@@ -247,3 +247,9 @@ func syntheticText(n int, rng *rand.Rand) string {
 	}
 	return b.String()
 }
+
+// RandomText returns n random common words (about n tokens), text no
+// server has cached: shared_prefix probes draw a system prompt of their
+// own for every run with it, so the first request of a run finds the
+// prefix cache cold.
+func RandomText(n int, rng *rand.Rand) string { return syntheticText(n, rng) }

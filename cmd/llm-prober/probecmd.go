@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/llm-prober/llm-prober/engine"
 	"github.com/llm-prober/llm-prober/probe"
 )
 
 // probeOnce sends one probe now and prints its breakdown: the first thing
-// to run when a number on a dashboard looks wrong. Exit 0 on success.
+// to run when a number on a dashboard looks wrong. Exit 0 on success. A
+// session or shared_prefix probe sends one run: each request's breakdown,
+// then the warm/cold comparison.
 func probeOnce(ctx context.Context, configFile, targetName, probeName string, logger *slog.Logger, stdout, stderr io.Writer) int {
 	p, err := engine.Load(configFile, targetName, probeName, logger)
 	if err != nil {
@@ -19,6 +22,9 @@ func probeOnce(ctx context.Context, configFile, targetName, probeName string, lo
 		return 1
 	}
 	defer p.Close()
+	if p.Sequence() {
+		return probeSequence(ctx, p.Probe, stdout, stderr)
+	}
 	res := p.Send(ctx).Result
 	if err := probe.WriteReport(stdout, p.Target, p.Name, res); err != nil {
 		fmt.Fprintf(stderr, "llm-prober: %v\n", err)
@@ -28,4 +34,46 @@ func probeOnce(ctx context.Context, configFile, targetName, probeName string, lo
 		return 1
 	}
 	return 0
+}
+
+// probeSequence is probeOnce for a session or shared_prefix probe.
+func probeSequence(ctx context.Context, p *engine.Probe, stdout, stderr io.Writer) int {
+	run := p.NewSequence()
+	var steps []engine.Step
+	code := 0
+	for !run.Done(ctx) {
+		st := run.Next(ctx, nil, time.Time{})
+		steps = append(steps, st)
+		fmt.Fprintf(stdout, "--- request %d (%s prefix cache)\n", len(steps), st.Cache)
+		if err := probe.WriteReport(stdout, p.Target, p.Name, st.Result); err != nil {
+			fmt.Fprintf(stderr, "llm-prober: %v\n", err)
+			return 1
+		}
+		if st.Result.Outcome != probe.OutcomeSuccess {
+			code = 1
+		}
+	}
+	var cold, warm time.Duration
+	var nWarm int
+	for _, st := range steps {
+		r := st.Result
+		if r.Outcome != probe.OutcomeSuccess || r.TTFT <= 0 {
+			continue
+		}
+		if st.Cache == engine.CacheCold {
+			cold = r.TTFT
+		} else {
+			warm += r.TTFT
+			nWarm++
+		}
+	}
+	fmt.Fprintln(stdout, "---")
+	if cold > 0 && nWarm > 0 {
+		mean := warm / time.Duration(nWarm)
+		fmt.Fprintf(stdout, "TTFT cold %s, warm mean %s: warm/cold %.3f (near 1: the prefix cache does not help)\n",
+			cold.Round(time.Microsecond), mean.Round(time.Microsecond), mean.Seconds()/cold.Seconds())
+	} else {
+		fmt.Fprintln(stdout, "no warm/cold comparison: a cold and a warm request must both succeed")
+	}
+	return code
 }

@@ -90,10 +90,11 @@ func newDaemon(opts serveOptions) *daemon {
 	pooled := collector.NewPooledMetrics() // embedding and rerank answers
 	answers, rateLimits := collector.NewAnswerMetrics(), collector.NewRateLimitMetrics()
 	cancels := collector.NewCancelMetrics() // cancellation probes
-	reg.MustRegister(pooled, answers, rateLimits, cancels)
+	prefix := collector.NewPrefixMetrics()  // session and shared_prefix probes
+	reg.MustRegister(pooled, answers, rateLimits, cancels, prefix)
 	d.spans = tracing.New(opts.logger, version.Version)
 	d.engine = engine.New(opts.logger, probeMetrics, d.history, engine.PooledSink(pooled),
-		engine.MetricsSink(answers, rateLimits), engine.CancelSink(cancels), spanSink{d.spans})
+		engine.MetricsSink(answers, rateLimits), engine.CancelSink(cancels), engine.PrefixSink(prefix), spanSink{d.spans})
 	// Span export follows the configured targets' otlp_traces.
 	d.config.OnChange(func(c *config.Config) { d.spans.SetTargets(c.TracingTargets()) })
 	// Model-server /metrics are fetched while Prometheus scrapes the prober,

@@ -57,6 +57,24 @@ local gpuAlerts = import 'gpu.libsonnet';
   local percentile = 'p' + n(std.round(c.ttftRegressionQuantile * 1e4) / 1e2),
   local offsetText = { '1w': 'last week', '1d': 'yesterday' },
 
+  // Mean TTFT of one cache state of the prefix probes over the window, in
+  // the native and the classic form; and the cold requests counted.
+  local prefixTTFT = 'llm_probe_prefix_time_to_first_token_seconds',
+  local prefixBy = 'job, instance, target, probe, model',
+  local prefixMean(cache) = {
+    local sel(suffix) = series(prefixTTFT + suffix, ['cache="%s"' % cache]),
+    native: 'sum by (%s) (histogram_sum(rate(%s[%s]))) / sum by (%s) (histogram_count(rate(%s[%s])))'
+            % [prefixBy, sel(''), c.prefixCacheWindow, prefixBy, sel(''), c.prefixCacheWindow],
+    classic: 'sum by (%s) (rate(%s[%s])) / sum by (%s) (rate(%s[%s]))'
+             % [prefixBy, sel('_sum'), c.prefixCacheWindow, prefixBy, sel('_count'), c.prefixCacheWindow],
+  },
+  local prefixCold = {
+    native: 'sum by (%s) (histogram_count(increase(%s[%s])))'
+            % [prefixBy, series(prefixTTFT, ['cache="cold"']), c.prefixCacheWindow],
+    classic: 'sum by (%s) (increase(%s[%s]))'
+             % [prefixBy, series(prefixTTFT + '_count', ['cache="cold"']), c.prefixCacheWindow],
+  },
+
   prometheusAlerts+:: {
     groups+: [
       {
@@ -168,6 +186,30 @@ local gpuAlerts = import 'gpu.libsonnet';
               A correctness canary (assert:) failed: fast and wrong is an
               outage too (a broken chat template, quantisation or deploy).
             |||,
+          },
+          alert(
+            'LLMProbePrefixCacheNotHitting',
+            c.ticketSeverity,
+            '(\n%s\n)\n> %s\nand on (%s)\n(\n%s\n)\n>= %d\n' % [
+              promql.eitherFormNested(
+                '(%s) / (%s)' % [prefixMean('warm').native, prefixMean('cold').native],
+                '(%s) / (%s)' % [prefixMean('warm').classic, prefixMean('cold').classic],
+              ),
+              n(c.prefixCacheRatio),
+              prefixBy,
+              promql.eitherFormNested(prefixCold.native, prefixCold.classic),
+              c.prefixCacheMinRuns,
+            ],
+            c.prefixCacheFor,
+            'Prefix cache of {{ $labels.target }} does not speed up probe {{ $labels.probe }}',
+            'Requests of probe {{ $labels.probe }} that resend a prefix target {{ $labels.target }} (model {{ $labels.model }}) has just seen take {{ $value | humanizePercentage }} of the first request\'s time to first token over the last %s: the server\'s prefix cache is off, too small, or missing.' % promql.durationText(c.prefixCacheWindow),
+          ) + {
+            comment:: |||
+              session and shared_prefix probes: mean warm TTFT over mean
+              cold TTFT (llm_probe_prefix_time_to_first_token_seconds) goes
+              to 1 when the prefix cache stops working; at least %d cold
+              requests in the window so one slow run does not decide.
+            ||| % c.prefixCacheMinRuns,
           },
           alert(
             'LLMProbeRateLimitHeadroomLow',

@@ -165,6 +165,20 @@ local common = import 'common.libsonnet';
           [g.q('min by (target, resource) (%s)' % promql.series('llm_probe_rate_limit_remaining_ratio', [c.proberSelector, common.mJob, common.mTarget]), '{{target}} {{resource}}')],
         ) + g.size(8, 8),
 
+        g.row('Prefix cache'),
+        g.timeseries(
+          'TTFT with a cold and a warm prefix',
+          'session and shared_prefix probes: median TTFT of the first request of each run (cold: its prefix is new to the server) and of the later ones (warm: the prefix was just sent). Empty for other probes (docs/metrics.md, Prefix cache).',
+          's',
+          common.quantiles('llm_probe_prefix_time_to_first_token_seconds', ps, byProbe + ', cache', probeLegend + ' {{cache}}', ['0.5']),
+        ) + g.size(12, 8),
+        g.timeseries(
+          'Warm/cold TTFT ratio',
+          "Mean warm TTFT over cold TTFT of each probe's last run: low while the server's prefix cache works, near 1 when it does not (LLMProbePrefixCacheNotHitting fires above 0.8 over 30 minutes).",
+          'percentunit',
+          [g.q('max by (target, probe) (%s)' % series('llm_probe_prefix_warm_cold_ttft_ratio'), probeLegend)],
+        ) + g.size(12, 8),
+
         g.row('Connection phases'),
         g.timeseries(
           'Phase duration p95',

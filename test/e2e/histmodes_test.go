@@ -176,6 +176,11 @@ const modesProberConfig = `targets:
         workload: short
         schedule: {every: 200ms}
         slo: {ttft: 250ms, tpot: 50ms, objective: 0.99}
+      # Cold and warm TTFT for the prefix-cache panels and alert.
+      - name: prefix
+        workload: short
+        schedule: {every: 1s}
+        shared_prefix: {tokens: 64, requests: 2}
   - name: sim-triton
     protocol: openai_chat
     url: http://%s
@@ -363,7 +368,8 @@ func dashboardQueries(t *testing.T, root string) []modeQuery {
 // expression (split into its forms where it has two), and the alerts that
 // read histograms made to fire on any data: LLMProbeTTFTRegressed compares
 // the last hour with a week ago, which a test of seconds cannot have, so it
-// is evaluated against the same hour at a factor that always holds.
+// is evaluated against the same hour at a factor that always holds; the
+// prefix-cache alert with thresholds that hold on any data.
 func ruleQueries(t *testing.T, rules []rule) []modeQuery {
 	t.Helper()
 	var qs []modeQuery
@@ -381,6 +387,15 @@ func ruleQueries(t *testing.T, rules []rule) []modeQuery {
 				t.Fatalf("LLMProbeTTFTRegressed changed shape (want two \" offset 1w\" and one \"> 1.5 *\"); update this test: %s", r.Expr)
 			}
 			qs = append(qs, modeQuery{where: "alert " + r.Alert + " (a week ago → now, 1.5x → 1x)", expr: expr})
+		case r.Alert == "LLMProbePrefixCacheNotHitting":
+			// The simulator here has no prefix cache, so the ratio is about
+			// 1 already; the guard's 3 cold requests in 30m are not yet
+			// there after seconds: both thresholds made to hold on any data.
+			expr := strings.Replace(strings.Replace(r.Expr, "\n> 0.8\n", "\n>= 0\n", 1), "\n>= 3\n", "\n>= 0\n", 1)
+			if strings.Count(expr, "\n>= 0\n") != 2 {
+				t.Fatalf("LLMProbePrefixCacheNotHitting changed shape (want \"> 0.8\" and \">= 3\" on lines of their own); update this test: %s", r.Expr)
+			}
+			qs = append(qs, modeQuery{where: "alert " + r.Alert + " (0.8 → 0, 3 cold requests → 0)", expr: expr})
 		case classicSeriesRE.MatchString(r.Expr):
 			t.Fatalf("alert %s reads histograms but this test does not evaluate it: add it to ruleQueries", r.Alert)
 		}

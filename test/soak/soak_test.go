@@ -58,6 +58,9 @@ const soakConfig = `targets:
           repeat: true
       - {name: windowed, schedule: {rate: 3/s, active: "*/2 * * * *"}}
       - {name: tight, stream: false, schedule: {rate: 10/s, max_in_flight: 1}}
+      # Runs of several requests per arrival (the schedule last: quietSchedules cuts from it).
+      - {name: session, workload: chat, session: {turns: 3}, schedule: {every: 700ms}}
+      - {name: prefix, workload: synthetic, shared_prefix: {tokens: 256, requests: 3}, schedule: {burst: 3, period: 2s}}
   - name: completions
     protocol: openai_completions
     url: http://%[1]s
@@ -311,7 +314,7 @@ func checkAccounting(t *testing.T, final sample) {
 	// Every schedule kind sent something (cron and active windows need a
 	// minute boundary, which a 60-second run may straddle only once).
 	for _, k := range []probeKey{{"chat", "every"}, {"chat", "rate"}, {"chat", "poisson"}, {"chat", "closed"}, {"chat", "burst"},
-		{"chat", "stages"}, {"chat", "tight"}, {"completions", "burst"}, {"tgi", "rate"}, {"ollama", "every"},
+		{"chat", "stages"}, {"chat", "tight"}, {"chat", "session"}, {"chat", "prefix"}, {"completions", "burst"}, {"tgi", "rate"}, {"ollama", "every"},
 		{"triton-http", "every"}, {"triton-grpc", "rate"}, {"triton-grpc", "closed"}} {
 		if final.Sum("llm_probe_requests_total", "target", k.target, "probe", k.probe, "outcome", "success") == 0 {
 			t.Errorf("%s/%s: no successful request", k.target, k.probe)

@@ -1,0 +1,179 @@
+package collector
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llm-prober/llm-prober/probe"
+)
+
+// Cache label values of llm_probe_prefix_time_to_first_token_seconds.
+const (
+	PrefixCold = "cold"
+	PrefixWarm = "warm"
+)
+
+// PrefixMetrics exports what session and shared_prefix probes measure
+// about the server's prefix cache: TTFT of each run's first request (the
+// prefix cold) and of its later ones (warm) as separate histograms, the
+// last run's warm/cold mean TTFT ratio, and the prompt tokens the server
+// said it served from cache. Only probes of those modes have the series
+// (engine.PrefixSink feeds it).
+type PrefixMetrics struct {
+	ttft, ratio, cached *prometheus.Desc
+
+	mu     sync.RWMutex
+	series map[seriesKey]*prefixSeries
+}
+
+// NewPrefixMetrics is an empty collector; Add announces each probe.
+func NewPrefixMetrics() *PrefixMetrics {
+	base := []string{"target", "probe", "model"}
+	return &PrefixMetrics{
+		ttft: prometheus.NewDesc("llm_probe_prefix_time_to_first_token_seconds",
+			"Time to first token of session and shared_prefix probes' successful streams, by prefix cache state: cold for each run's first request, warm for the later ones that resend its prefix.",
+			append(base[:3:3], "cache"), nil),
+		ratio: prometheus.NewDesc("llm_probe_prefix_warm_cold_ttft_ratio",
+			"Mean TTFT of the warm requests of the probe's last run with both kinds, over its cold request's TTFT; near 1 when the server's prefix cache does not help.",
+			base, nil),
+		cached: prometheus.NewDesc("llm_probe_cached_input_tokens_total",
+			"Prompt tokens the server reported as served from its prefix cache (OpenAI usage prompt_tokens_details.cached_tokens), for session and shared_prefix probes.",
+			base, nil),
+		series: map[seriesKey]*prefixSeries{},
+	}
+}
+
+// PrefixSeries identifies one session or shared_prefix probe.
+type PrefixSeries struct {
+	Target, Probe, Model string
+	// Histograms is the target's histogram form (ProbeSeries.Histograms).
+	Histograms string
+}
+
+type prefixSeries struct {
+	spec       PrefixSeries
+	base       []string
+	cold, warm prometheus.Histogram
+	cached     prometheus.Counter
+	metrics    []prometheus.Metric
+	// ratio holds the float64 bits of the last ratio; NaN until a run had
+	// a successful cold and warm request.
+	ratio atomic.Uint64
+}
+
+// PrefixRequest is one request of a run and its cache state.
+type PrefixRequest struct {
+	Cache  string
+	Result *probe.Result
+}
+
+// Add creates or keeps a probe's series; a changed model or histogram
+// form replaces them.
+func (m *PrefixMetrics) Add(ps PrefixSeries) {
+	k := seriesKey{ps.Target, ps.Probe}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.series[k]; ok && old.spec.Model == ps.Model && histogramForm(old.spec.Histograms) == histogramForm(ps.Histograms) {
+		return
+	}
+	form := histogramForm(ps.Histograms)
+	s := &prefixSeries{
+		spec:   ps,
+		base:   validUTF8(ps.Target, ps.Probe, ps.Model),
+		cold:   newHistogram("prefix_cold", ttftBuckets(), form),
+		warm:   newHistogram("prefix_warm", ttftBuckets(), form),
+		cached: newCounter(),
+	}
+	s.ratio.Store(math.Float64bits(math.NaN()))
+	s.metrics = []prometheus.Metric{
+		newLabelled(m.ttft, s.cold, append(s.base[:3:3], PrefixCold)...),
+		newLabelled(m.ttft, s.warm, append(s.base[:3:3], PrefixWarm)...),
+		newLabelled(m.cached, s.cached, s.base...),
+	}
+	m.series[k] = s
+}
+
+// Remove drops every series of one probe.
+func (m *PrefixMetrics) Remove(target, probeName string) {
+	m.mu.Lock()
+	delete(m.series, seriesKey{target, probeName})
+	m.mu.Unlock()
+}
+
+// ObserveRun records one run of a probe that was added: each successful
+// stream's TTFT by cache state, the cached tokens the server reported,
+// and the run's warm/cold ratio when it has both.
+func (m *PrefixMetrics) ObserveRun(target, probeName string, run []PrefixRequest) {
+	m.mu.RLock()
+	s := m.series[seriesKey{target, probeName}]
+	m.mu.RUnlock()
+	if s == nil {
+		return
+	}
+	var cold, warm float64
+	var nCold, nWarm int
+	for _, r := range run {
+		res := r.Result
+		if res == nil {
+			continue
+		}
+		if res.HasCachedInputTokens && res.CachedInputTokens > 0 {
+			s.cached.Add(float64(res.CachedInputTokens))
+		}
+		// As TTFT: successful streams with output only (docs/metrics.md).
+		if !res.Streamed || res.Outcome != probe.OutcomeSuccess || res.TTFT <= 0 {
+			continue
+		}
+		v := res.TTFT.Seconds()
+		if r.Cache == PrefixCold {
+			s.cold.Observe(v)
+			cold, nCold = cold+v, nCold+1
+		} else {
+			s.warm.Observe(v)
+			warm, nWarm = warm+v, nWarm+1
+		}
+	}
+	if nCold > 0 && nWarm > 0 {
+		s.ratio.Store(math.Float64bits((warm / float64(nWarm)) / (cold / float64(nCold))))
+	}
+}
+
+// Ratio is a probe's last warm/cold ratio; false before any run had both.
+func (m *PrefixMetrics) Ratio(target, probeName string) (float64, bool) {
+	m.mu.RLock()
+	s := m.series[seriesKey{target, probeName}]
+	m.mu.RUnlock()
+	if s == nil {
+		return 0, false
+	}
+	v := math.Float64frombits(s.ratio.Load())
+	return v, !math.IsNaN(v)
+}
+
+// Describe implements prometheus.Collector.
+func (m *PrefixMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.ttft
+	ch <- m.ratio
+	ch <- m.cached
+}
+
+// Collect implements prometheus.Collector.
+func (m *PrefixMetrics) Collect(ch chan<- prometheus.Metric) {
+	m.mu.RLock()
+	all := make([]*prefixSeries, 0, len(m.series))
+	for _, s := range m.series {
+		all = append(all, s)
+	}
+	m.mu.RUnlock()
+	for _, s := range all {
+		for _, metric := range s.metrics {
+			ch <- metric
+		}
+		if v := math.Float64frombits(s.ratio.Load()); !math.IsNaN(v) {
+			ch <- prometheus.MustNewConstMetric(m.ratio, prometheus.GaugeValue, v, s.base...)
+		}
+	}
+}

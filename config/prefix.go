@@ -1,0 +1,78 @@
+package config
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/llm-prober/llm-prober/probe"
+)
+
+// Session makes each of a probe's scheduled runs a conversation of Turns
+// requests: turn i resends the conversation so far, turn i−1's answer as
+// an assistant message, and a new user message drawn from the workload
+// (docs/configuration.md#session).
+type Session struct {
+	Turns int `yaml:"turns"`
+}
+
+// SharedPrefix makes each of a probe's scheduled runs a group of Requests
+// requests that share a fresh random system prompt of about Tokens tokens:
+// the first finds the server's prefix cache cold, the others warm
+// (docs/configuration.md#shared_prefix).
+type SharedPrefix struct {
+	Tokens   int `yaml:"tokens"`
+	Requests int `yaml:"requests"`
+}
+
+// Bounds of the two modes: a run is one scheduled ticket, so it must stay
+// short next to common schedule intervals.
+const (
+	minSessionTurns, maxSessionTurns     = 2, 16
+	minPrefixRequests, maxPrefixRequests = 2, 16
+	minPrefixTokens, maxPrefixTokens     = 16, 131072
+)
+
+// sessionProtocols keep the answer's text and take a conversation.
+var sessionProtocols = []string{probe.ProtocolOpenAIChat, probe.ProtocolOllama}
+
+// prefixProtocols take a system prompt or a prompt to prefix and stream.
+var prefixProtocols = []string{probe.ProtocolOpenAIChat, probe.ProtocolOpenAICompletions, probe.ProtocolTGI, probe.ProtocolOllama}
+
+// Sequence reports whether the probe sends several requests per run
+// (session or shared_prefix).
+func (p *Probe) Sequence() bool { return p.Session != nil || p.SharedPrefix != nil }
+
+// validateSequence checks session and shared_prefix of p (at path, the
+// probe's) for a target of protocol.
+func (p *Probe) validateSequence(d *decoder, path, protocol string) {
+	if s := p.Session; s != nil {
+		sp := path + ".session"
+		if p.SharedPrefix != nil {
+			d.at(sp, "session and shared_prefix are different probes; set one of them")
+		}
+		if !slices.Contains(sessionProtocols, protocol) {
+			d.at(sp, "a session resends each answer, which the prober keeps for %s only, not %s", strings.Join(sessionProtocols, " and "), protocol)
+		}
+		if s.Turns < minSessionTurns || s.Turns > maxSessionTurns {
+			d.at(sp+".turns", "want %d to %d turns, got %d", minSessionTurns, maxSessionTurns, s.Turns)
+		}
+		if !p.Streaming() {
+			d.at(sp, "a session compares time to first token of its turns, which only streamed answers have; remove stream: false")
+		}
+	}
+	if s := p.SharedPrefix; s != nil {
+		sp := path + ".shared_prefix"
+		if !slices.Contains(prefixProtocols, protocol) {
+			d.at(sp, "shared_prefix needs a text prompt, which %s take, not %s", joinAnd(prefixProtocols), protocol)
+		}
+		if s.Tokens < minPrefixTokens || s.Tokens > maxPrefixTokens {
+			d.at(sp+".tokens", "want %d to %d tokens, got %d", minPrefixTokens, maxPrefixTokens, s.Tokens)
+		}
+		if s.Requests < minPrefixRequests || s.Requests > maxPrefixRequests {
+			d.at(sp+".requests", "want %d to %d requests (the first is cold, the others warm), got %d", minPrefixRequests, maxPrefixRequests, s.Requests)
+		}
+		if !p.Streaming() {
+			d.at(sp, "shared_prefix compares time to first token, which only streamed answers have; remove stream: false")
+		}
+	}
+}
