@@ -151,10 +151,18 @@ func (c *counter) get() float64 {
 
 func (c *counter) Desc() *prometheus.Desc { return c.desc }
 
+// counterOut is what a scrape of a counter allocates: the dto.Counter and
+// the value it points to, in one allocation instead of two.
+type counterOut struct {
+	c dto.Counter
+	v float64
+}
+
 func (c *counter) Write(out *dto.Metric) error {
-	v := c.get()
+	o := &counterOut{v: c.get()}
+	o.c.Value, o.c.CreatedTimestamp = &o.v, c.created
 	out.Label = c.labels
-	out.Counter = &dto.Counter{Value: &v, CreatedTimestamp: c.created}
+	out.Counter = &o.c
 	return nil
 }
 
@@ -184,9 +192,37 @@ func (g *gauge) Add(v float64) {
 
 func (g *gauge) Desc() *prometheus.Desc { return g.desc }
 
+// gaugeOut is a gauge's counterOut.
+type gaugeOut struct {
+	g dto.Gauge
+	v float64
+}
+
 func (g *gauge) Write(out *dto.Metric) error {
-	v := math.Float64frombits(atomic.LoadUint64(&g.valBits))
+	o := &gaugeOut{v: math.Float64frombits(atomic.LoadUint64(&g.valBits))}
+	o.g.Value = &o.v
 	out.Label = g.labels
-	out.Gauge = &dto.Gauge{Value: &v}
+	out.Gauge = &o.g
+	return nil
+}
+
+// constGauge is a gauge series whose value never changes (a configured
+// objective). Its dto.Gauge is built once and shared by every scrape, as
+// client_golang's const metrics share theirs; nobody mutates it.
+type constGauge struct {
+	desc   *prometheus.Desc
+	labels []*dto.LabelPair
+	value  *dto.Gauge
+}
+
+func newConstGauge(desc *prometheus.Desc, labels []*dto.LabelPair, v float64) *constGauge {
+	return &constGauge{desc: desc, labels: labels, value: &dto.Gauge{Value: &v}}
+}
+
+func (g *constGauge) Desc() *prometheus.Desc { return g.desc }
+
+func (g *constGauge) Write(out *dto.Metric) error {
+	out.Label = g.labels
+	out.Gauge = g.value
 	return nil
 }

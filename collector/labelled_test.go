@@ -54,6 +54,15 @@ func TestCounterGauge(t *testing.T) {
 	if got := out.GetGauge().GetValue(); got != 1.5 {
 		t.Errorf("gauge %v, want 1.5", got)
 	}
+
+	cg := newConstGauge(desc, labels, 0.99)
+	out = dto.Metric{}
+	if err := cg.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.GetGauge().GetValue(); got != 0.99 {
+		t.Errorf("const gauge %v, want 0.99", got)
+	}
 }
 
 // Extra labels are merged in name order, and pairs from closed sets are

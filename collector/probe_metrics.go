@@ -448,9 +448,7 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 			bad:  addCounter(d.slo, "slo", name, "result", "bad"),
 		}
 		if slo.Objective > 0 {
-			objective := newGauge(d.objective, s.labels.with("slo", name))
-			objective.Set(slo.Objective)
-			s.always = append(s.always, objective)
+			s.always = append(s.always, newConstGauge(d.objective, s.labels.with("slo", name), slo.Objective))
 		}
 		return g
 	}
