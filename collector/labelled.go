@@ -35,8 +35,10 @@ func newLabelPair(name, value string) *dto.LabelPair {
 	return &dto.LabelPair{Name: &name, Value: &value}
 }
 
-// with returns the base pairs followed, in name order, by the extra
-// name, value pairs in kv. Without extras it is the base slice itself.
+// with returns the base pairs and the extra name, value pairs in kv, all
+// sorted by name; without extras, the base slice itself. The names must
+// be the descriptor's variable labels: the registry checks that only when
+// pedantic, as the tests' registries are.
 func (p probeLabels) with(kv ...string) []*dto.LabelPair {
 	if len(kv) == 0 {
 		return p
