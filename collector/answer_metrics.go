@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/llm-prober/llm-prober/probe"
 )
@@ -59,8 +60,8 @@ type AnswerSeries struct {
 
 type answerSeries struct {
 	spec     AnswerSeries
-	base     []string
-	failures map[string]prometheus.Counter
+	labels   probeLabels
+	failures map[string]*counter
 	always   []prometheus.Metric
 	// reasoning is created when the probe first sees a reasoning chunk.
 	reasoning atomic.Pointer[reasoningSeries]
@@ -68,7 +69,7 @@ type answerSeries struct {
 
 type reasoningSeries struct {
 	firstReasoning, firstAnswer, secondToken prometheus.Histogram
-	tokens                                   prometheus.Counter
+	tokens                                   *counter
 	metrics                                  []prometheus.Metric
 }
 
@@ -82,11 +83,13 @@ func (m *AnswerMetrics) Add(as AnswerSeries) {
 		histogramForm(old.spec.Histograms) == histogramForm(as.Histograms) {
 		return
 	}
-	s := &answerSeries{spec: as, base: validUTF8(as.Target, as.Probe, as.Model), failures: map[string]prometheus.Counter{}}
+	base := validUTF8(as.Target, as.Probe, as.Model)
+	s := &answerSeries{spec: as, labels: newProbeLabels(base[0], base[1], base[2]), failures: map[string]*counter{}}
+	created := timestamppb.Now()
 	for _, name := range as.Assertions {
-		c := newCounter()
+		c := newCounter(m.d.assertFailures, s.labels.with("assertion", strings.ToValidUTF8(name, "\uFFFD")), created)
 		s.failures[name] = c
-		s.always = append(s.always, newLabelled(m.d.assertFailures, c, append(slices.Clone(s.base), strings.ToValidUTF8(name, "\uFFFD"))...))
+		s.always = append(s.always, c)
 	}
 	m.series[k] = s
 }
@@ -148,13 +151,13 @@ func (m *AnswerMetrics) newReasoning(s *answerSeries) *reasoningSeries {
 		firstReasoning: newHistogram("first_reasoning", ttftBuckets(), form),
 		firstAnswer:    newHistogram("first_answer", ttftBuckets(), form),
 		secondToken:    newHistogram("second_token", ttftBuckets(), form),
-		tokens:         newCounter(),
+		tokens:         newCounter(m.d.reasoningTokens, s.labels, timestamppb.Now()),
 	}
 	rs.metrics = []prometheus.Metric{
-		newLabelled(m.d.firstReasoning, rs.firstReasoning, s.base...),
-		newLabelled(m.d.firstAnswer, rs.firstAnswer, s.base...),
-		newLabelled(m.d.secondToken, rs.secondToken, s.base...),
-		newLabelled(m.d.reasoningTokens, rs.tokens, s.base...),
+		newLabelled(m.d.firstReasoning, rs.firstReasoning, s.labels),
+		newLabelled(m.d.firstAnswer, rs.firstAnswer, s.labels),
+		newLabelled(m.d.secondToken, rs.secondToken, s.labels),
+		rs.tokens,
 	}
 	return rs
 }

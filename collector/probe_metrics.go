@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/llm-prober/llm-prober/probe"
 )
@@ -294,7 +295,7 @@ func (m *ProbeMetrics) Skipped(target, probeName, reason string) {
 
 // goodBad is the pair of llm_probe_slo_requests_total series of one SLO; nil
 // when the probe does not declare that SLO.
-type goodBad struct{ good, bad prometheus.Counter }
+type goodBad struct{ good, bad *counter }
 
 func (g *goodBad) count(good bool) {
 	if g == nil {
@@ -313,8 +314,13 @@ type series struct {
 	slo      SLO
 	protocol string
 	asserts  bool
-	form     string   // histogramForm of ProbeSeries.Histograms
-	base     []string // target, probe, model label values
+	form     string // histogramForm of ProbeSeries.Histograms
+	// labels are the target, probe and model label pairs, shared by every
+	// series of the probe.
+	labels probeLabels
+	// created is the created timestamp of the counters made with the
+	// series, shared by them (counters made later get their own).
+	created *timestamppb.Timestamp
 
 	ttft, tpot, itl, duration, tps, lag prometheus.Histogram
 	// phases are created on their first observation (see phase), so that a
@@ -322,7 +328,7 @@ type series struct {
 	// connections, is not exported as an empty histogram.
 	phases [numPhases]atomic.Pointer[phaseHistogram]
 	// retries are indexed like probe.RetryReasons(), created on first use.
-	retries [numRetryReasons]atomic.Pointer[retryCounter]
+	retries [numRetryReasons]atomic.Pointer[counter]
 	// The server's own timings (server_timing_metrics.go).
 	serverTimingSeries
 	// observeITL is built once so that Observe hands InterTokenLatencies a
@@ -331,24 +337,23 @@ type series struct {
 
 	// requests is indexed by outcomeIndex; nil where the protocol cannot
 	// produce that outcome (see countOutcome).
-	requests          []prometheus.Counter
-	inTokens          prometheus.Counter
-	outTokens         prometheus.Counter
+	requests          []*counter
+	inTokens          *counter
+	outTokens         *counter
 	sloTTFT, sloTPOT  *goodBad
 	sloGoodput        *goodBad
-	success, lastTTFT prometheus.Gauge
-	lastRun           prometheus.Gauge
+	success, lastTTFT *gauge
+	lastRun           *gauge
 
 	// The "last" gauges are exported only once they hold a measurement: a
 	// success of 0 before a cron-scheduled probe first runs would page.
-	ran, sawTTFT                  atomic.Bool
-	successW, lastRunW, lastTTFTW prometheus.Metric
-	always                        []prometheus.Metric
-	skipMu                        sync.Mutex
-	skipped                       map[string]prometheus.Counter
-	skippedW                      []prometheus.Metric
-	sched                         schedSeries
-	tls                           tlsSeries
+	ran, sawTTFT atomic.Bool
+	always       []prometheus.Metric
+	skipMu       sync.Mutex
+	skipped      map[string]*counter
+	skippedW     []prometheus.Metric
+	sched        schedSeries
+	tls          tlsSeries
 }
 
 // histogramForm is form with the default filled in.
@@ -380,18 +385,21 @@ func (s *series) histogram(name string, buckets []float64) prometheus.Histogram 
 	return newHistogram(name, buckets, s.form)
 }
 
-// The inner metrics' own names and help are never exposed (labelled replaces
-// the descriptor); they only have to be valid.
-func newCounter() prometheus.Counter {
-	return prometheus.NewCounter(prometheus.CounterOpts{Name: "c", Help: "c"})
+// counter is a new counter of the probe's: desc's series with the base
+// labels and the extra name, value pairs in kv, created with the series.
+func (s *series) counter(desc *prometheus.Desc, kv ...string) *counter {
+	return newCounter(desc, s.labels.with(kv...), s.created)
 }
 
-func newGauge() prometheus.Gauge {
-	return prometheus.NewGauge(prometheus.GaugeOpts{Name: "g", Help: "g"})
+// lateCounter is a counter created after the series, with its own created
+// timestamp.
+func (s *series) lateCounter(desc *prometheus.Desc, kv ...string) *counter {
+	return newCounter(desc, s.labels.with(kv...), timestamppb.Now())
 }
 
 func newSeries(d *descs, ps ProbeSeries) *series {
 	slo := ps.SLO
+	base := validUTF8(ps.Target, ps.Probe, ps.Model)
 	s := &series{
 		d:        d,
 		model:    ps.Model,
@@ -399,14 +407,17 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 		protocol: ps.Protocol,
 		asserts:  ps.Asserts,
 		form:     histogramForm(ps.Histograms),
-		base:     validUTF8(ps.Target, ps.Probe, ps.Model),
-		skipped:  make(map[string]prometheus.Counter),
+		labels:   newProbeLabels(base[0], base[1], base[2]),
+		created:  timestamppb.Now(),
+		skipped:  make(map[string]*counter),
 	}
-	lv := func(extra ...string) []string {
-		return append(append(make([]string, 0, len(s.base)+len(extra)), s.base...), extra...)
+	addHist := func(desc *prometheus.Desc, h prometheus.Histogram) {
+		s.always = append(s.always, newLabelled(desc, h, s.labels))
 	}
-	add := func(desc *prometheus.Desc, metric prometheus.Metric, extra ...string) {
-		s.always = append(s.always, newLabelled(desc, metric, lv(extra...)...))
+	addCounter := func(desc *prometheus.Desc, kv ...string) *counter {
+		c := s.counter(desc, kv...)
+		s.always = append(s.always, c)
+		return c
 	}
 
 	s.ttft = s.histogram("ttft", withThresholds(ttftBuckets(), slo.TTFT))
@@ -417,29 +428,27 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 	s.lag = s.histogram("lag", scheduleLagBuckets())
 	itl := s.itl
 	s.observeITL = func(gap time.Duration) { itl.Observe(gap.Seconds()) }
-	add(d.ttft, s.ttft)
-	add(d.tpot, s.tpot)
-	add(d.itl, s.itl)
-	add(d.duration, s.duration)
-	add(d.tps, s.tps)
-	add(d.lag, s.lag)
+	addHist(d.ttft, s.ttft)
+	addHist(d.tpot, s.tpot)
+	addHist(d.itl, s.itl)
+	addHist(d.duration, s.duration)
+	addHist(d.tps, s.tps)
+	addHist(d.lag, s.lag)
 
-	s.requests = make([]prometheus.Counter, len(probe.Outcomes()))
+	s.requests = make([]*counter, len(probe.Outcomes()))
 	for _, o := range seriesOutcomes(ps) {
-		i := outcomeIndex(o)
-		s.requests[i] = newCounter()
-		add(d.requests, s.requests[i], string(o))
+		s.requests[outcomeIndex(o)] = addCounter(d.requests, "outcome", string(o))
 	}
-	s.inTokens, s.outTokens = newCounter(), newCounter()
-	add(d.inTokens, s.inTokens)
-	add(d.outTokens, s.outTokens)
+	s.inTokens = addCounter(d.inTokens)
+	s.outTokens = addCounter(d.outTokens)
 
 	declare := func(name string) *goodBad {
-		g := &goodBad{good: newCounter(), bad: newCounter()}
-		add(d.slo, g.good, name, "good")
-		add(d.slo, g.bad, name, "bad")
+		g := &goodBad{
+			good: addCounter(d.slo, "slo", name, "result", "good"),
+			bad:  addCounter(d.slo, "slo", name, "result", "bad"),
+		}
 		if slo.Objective > 0 {
-			s.always = append(s.always, prometheus.MustNewConstMetric(d.objective, prometheus.GaugeValue, slo.Objective, lv(name)...))
+			s.always = append(s.always, newConstGauge(d.objective, s.labels.with("slo", name), slo.Objective))
 		}
 		return g
 	}
@@ -453,13 +462,12 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 		s.sloGoodput = declare(sloGoodput)
 	}
 
-	s.success, s.lastTTFT, s.lastRun = newGauge(), newGauge(), newGauge()
-	s.successW = newLabelled(d.success, s.success, s.base...)
-	s.lastTTFTW = newLabelled(d.lastTTFT, s.lastTTFT, s.base...)
-	s.lastRunW = newLabelled(d.lastRun, s.lastRun, s.base...)
+	s.success = newGauge(d.success, s.labels)
+	s.lastTTFT = newGauge(d.lastTTFT, s.labels)
+	s.lastRun = newGauge(d.lastRun, s.labels)
 
 	for _, reason := range initialSkipReasons() {
-		s.newSkipCounter(reason)
+		s.newSkipCounter(reason, s.created)
 	}
 	s.sched.init(s)
 	s.tls.init(s)
@@ -480,11 +488,11 @@ func (s *series) collect(ch chan<- prometheus.Metric) {
 		ch <- m
 	}
 	if s.ran.Load() {
-		ch <- s.successW
-		ch <- s.lastRunW
+		ch <- s.success
+		ch <- s.lastRun
 	}
 	if s.sawTTFT.Load() {
-		ch <- s.lastTTFTW
+		ch <- s.lastTTFT
 	}
 	for i := range s.phases {
 		if p := s.phases[i].Load(); p != nil {
@@ -504,14 +512,14 @@ func (s *series) collect(ch chan<- prometheus.Metric) {
 }
 
 // newSkipCounter must be called with skipMu held or before s is shared.
-func (s *series) newSkipCounter(reason string) prometheus.Counter {
-	c := newCounter()
+func (s *series) newSkipCounter(reason string, created *timestamppb.Timestamp) *counter {
+	c := newCounter(s.d.skip, s.labels.with("reason", reason), created)
 	s.skipped[reason] = c
-	s.skippedW = append(s.skippedW, newLabelled(s.d.skip, c, append(append([]string(nil), s.base...), reason)...))
+	s.skippedW = append(s.skippedW, c)
 	return c
 }
 
-func (s *series) skipCounter(reason string) prometheus.Counter {
+func (s *series) skipCounter(reason string) *counter {
 	if reason == "" {
 		reason = skipReasonOther
 	}
@@ -526,7 +534,7 @@ func (s *series) skipCounter(reason string) prometheus.Counter {
 			return c
 		}
 	}
-	return s.newSkipCounter(strings.ToValidUTF8(reason, "\uFFFD"))
+	return s.newSkipCounter(strings.ToValidUTF8(reason, "\uFFFD"), timestamppb.Now())
 }
 
 // outcomeIndex maps an outcome to its position in probe.Outcomes(). An outcome
@@ -709,7 +717,7 @@ func (s *series) observePhase(i int, happened bool, d time.Duration) {
 	p := s.phases[i].Load()
 	if p == nil {
 		h := s.histogram("phase", phaseBuckets())
-		p = &phaseHistogram{h: h, w: newLabelled(s.d.phase, h, append(append([]string(nil), s.base...), phaseNames()[i])...)}
+		p = &phaseHistogram{h: h, w: newLabelled(s.d.phase, h, s.labels.with("phase", phaseNames()[i]))}
 		if !s.phases[i].CompareAndSwap(nil, p) {
 			p = s.phases[i].Load()
 		}

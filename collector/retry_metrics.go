@@ -22,11 +22,6 @@ func newRetryDesc(base []string) *prometheus.Desc {
 // numRetryReasons is len(probe.RetryReasons()).
 const numRetryReasons = 4
 
-type retryCounter struct {
-	c prometheus.Counter
-	w prometheus.Metric
-}
-
 // countRetry counts one retry of reason (an unknown reason as "other").
 func (s *series) countRetry(reason string) {
 	reasons := probe.RetryReasons()
@@ -34,21 +29,20 @@ func (s *series) countRetry(reason string) {
 	if i < 0 {
 		i = slices.Index(reasons, probe.RetryOther)
 	}
-	p := s.retries[i].Load()
-	if p == nil {
-		c := newCounter()
-		p = &retryCounter{c: c, w: newLabelled(s.d.retry, c, append(slices.Clone(s.base), reasons[i])...)}
-		if !s.retries[i].CompareAndSwap(nil, p) {
-			p = s.retries[i].Load()
+	c := s.retries[i].Load()
+	if c == nil {
+		c = s.lateCounter(s.d.retry, "reason", reasons[i])
+		if !s.retries[i].CompareAndSwap(nil, c) {
+			c = s.retries[i].Load()
 		}
 	}
-	p.c.Inc()
+	c.Inc()
 }
 
 func (s *series) collectRetries(ch chan<- prometheus.Metric) {
 	for i := range s.retries {
-		if p := s.retries[i].Load(); p != nil {
-			ch <- p.w
+		if c := s.retries[i].Load(); c != nil {
+			ch <- c
 		}
 	}
 }

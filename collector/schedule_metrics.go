@@ -54,9 +54,9 @@ func burstSpreadBuckets() []float64 {
 
 type schedSeries struct {
 	s                       *series
-	outMismatch, inMismatch prometheus.Counter
-	scheduled               prometheus.Counter
-	inFlight                prometheus.Gauge
+	outMismatch, inMismatch *counter
+	scheduled               *counter
+	inFlight                *gauge
 
 	// The spread histogram is created by the first burst, so probes that
 	// never burst do not export an empty one.
@@ -67,13 +67,11 @@ type schedSeries struct {
 
 func (ss *schedSeries) init(s *series) {
 	ss.s = s
-	ss.outMismatch, ss.inMismatch = newCounter(), newCounter()
-	ss.scheduled, ss.inFlight = newCounter(), newGauge()
-	s.always = append(s.always,
-		newLabelled(s.d.sched.outMismatch, ss.outMismatch, s.base...),
-		newLabelled(s.d.sched.inMismatch, ss.inMismatch, s.base...),
-		newLabelled(s.d.sched.scheduled, ss.scheduled, s.base...),
-		newLabelled(s.d.sched.inFlight, ss.inFlight, s.base...))
+	ss.outMismatch = s.counter(s.d.sched.outMismatch)
+	ss.inMismatch = s.counter(s.d.sched.inMismatch)
+	ss.scheduled = s.counter(s.d.sched.scheduled)
+	ss.inFlight = newGauge(s.d.sched.inFlight, s.labels)
+	s.always = append(s.always, ss.outMismatch, ss.inMismatch, ss.scheduled, ss.inFlight)
 }
 
 func (ss *schedSeries) collect(ch chan<- prometheus.Metric) {
@@ -95,7 +93,7 @@ func (m *ProbeMetrics) ObserveBurstSpread(target, probeName string, spread time.
 	ss.mu.Lock()
 	if ss.spread == nil {
 		ss.spread = s.histogram("burst_spread", burstSpreadBuckets())
-		ss.spreadW = newLabelled(s.d.sched.burstSpread, ss.spread, s.base...)
+		ss.spreadW = newLabelled(s.d.sched.burstSpread, ss.spread, s.labels)
 	}
 	h := ss.spread
 	ss.mu.Unlock()

@@ -71,12 +71,6 @@ func newServerTimingDescs(base []string) (timing, invalid *prometheus.Desc) {
 	return timing, invalid
 }
 
-// lazyCounter is a counter exported once first incremented.
-type lazyCounter struct {
-	c prometheus.Counter
-	w prometheus.Metric
-}
-
 // observeServerTimings records the server's timings of a successful
 // request; unusable ones are counted, never observed.
 func (s *series) observeServerTimings(r *probe.Result, ok bool) {
@@ -96,7 +90,7 @@ func (s *series) observeServerTimings(r *probe.Result, ok bool) {
 		p := s.serverTimings[i].Load()
 		if p == nil {
 			h := s.histogram("server_timing", serverTimingPhaseBuckets(serverTimingPhases[i]))
-			p = &phaseHistogram{h: h, w: newLabelled(s.d.serverTiming, h, append(slices.Clone(s.base), serverTimingPhases[i])...)}
+			p = &phaseHistogram{h: h, w: newLabelled(s.d.serverTiming, h, s.labels.with("phase", serverTimingPhases[i]))}
 			if !s.serverTimings[i].CompareAndSwap(nil, p) {
 				p = s.serverTimings[i].Load()
 			}
@@ -108,13 +102,12 @@ func (s *series) observeServerTimings(r *probe.Result, ok bool) {
 	}
 	c := s.serverTimingInvalid.Load()
 	if c == nil {
-		cnt := newCounter()
-		c = &lazyCounter{c: cnt, w: newLabelled(s.d.serverTimingInvalid, cnt, s.base...)}
+		c = s.lateCounter(s.d.serverTimingInvalid)
 		if !s.serverTimingInvalid.CompareAndSwap(nil, c) {
 			c = s.serverTimingInvalid.Load()
 		}
 	}
-	c.c.Add(float64(invalid))
+	c.Add(float64(invalid))
 }
 
 func (s *series) collectServerTimings(ch chan<- prometheus.Metric) {
@@ -124,13 +117,14 @@ func (s *series) collectServerTimings(ch chan<- prometheus.Metric) {
 		}
 	}
 	if c := s.serverTimingInvalid.Load(); c != nil {
-		ch <- c.w
+		ch <- c
 	}
 }
 
 // serverTimingSeries are a series' server-timing metrics, created on
 // first use.
 type serverTimingSeries struct {
-	serverTimings       [numServerTimingPhases]atomic.Pointer[phaseHistogram]
-	serverTimingInvalid atomic.Pointer[lazyCounter]
+	serverTimings [numServerTimingPhases]atomic.Pointer[phaseHistogram]
+	// serverTimingInvalid is exported once first incremented.
+	serverTimingInvalid atomic.Pointer[counter]
 }

@@ -19,14 +19,12 @@ func newTLSExpiryDesc(base []string) *prometheus.Desc {
 }
 
 type tlsSeries struct {
-	expiry  prometheus.Gauge
-	expiryW prometheus.Metric
-	seen    atomic.Bool
+	expiry *gauge
+	seen   atomic.Bool
 }
 
 func (ts *tlsSeries) init(s *series) {
-	ts.expiry = newGauge()
-	ts.expiryW = newLabelled(s.d.tlsExpiry, ts.expiry, s.base...)
+	ts.expiry = newGauge(s.d.tlsExpiry, s.labels)
 }
 
 func (ts *tlsSeries) observe(r *probe.Result) {
@@ -39,6 +37,6 @@ func (ts *tlsSeries) observe(r *probe.Result) {
 
 func (ts *tlsSeries) collect(ch chan<- prometheus.Metric) {
 	if ts.seen.Load() {
-		ch <- ts.expiryW
+		ch <- ts.expiry
 	}
 }
