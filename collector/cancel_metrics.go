@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/llm-prober/llm-prober/probe"
 )
@@ -34,7 +34,7 @@ type CancelSeries struct {
 type cancelSeries struct {
 	spec    CancelSeries
 	release prometheus.Histogram
-	results map[string]prometheus.Counter
+	results map[string]*counter
 	metrics []prometheus.Metric
 }
 
@@ -69,17 +69,19 @@ func (m *CancelMetrics) Add(cs CancelSeries) {
 	if old, ok := m.series[k]; ok && old.spec.Model == cs.Model && histogramForm(old.spec.Histograms) == histogramForm(cs.Histograms) {
 		return
 	}
-	labels := validUTF8(cs.Target, cs.Probe, cs.Model)
+	base := validUTF8(cs.Target, cs.Probe, cs.Model)
+	labels := newProbeLabels(base[0], base[1], base[2])
 	s := &cancelSeries{
 		spec:    cs,
 		release: newHistogram("cancel_release", cancelReleaseBuckets(), histogramForm(cs.Histograms)),
-		results: map[string]prometheus.Counter{},
+		results: map[string]*counter{},
 	}
-	s.metrics = append(s.metrics, newLabelled(m.release, s.release, labels...))
+	s.metrics = append(s.metrics, newLabelled(m.release, s.release, labels))
+	created := timestamppb.Now()
 	for _, r := range probe.CancelResults() {
-		c := newCounter()
+		c := newCounter(m.total, labels.with("result", r), created)
 		s.results[r] = c
-		s.metrics = append(s.metrics, newLabelled(m.total, c, append(slices.Clone(labels), r)...))
+		s.metrics = append(s.metrics, c)
 	}
 	m.series[k] = s
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/llm-prober/llm-prober/probe"
 )
@@ -55,9 +56,10 @@ type PrefixSeries struct {
 
 type prefixSeries struct {
 	spec       PrefixSeries
-	base       []string
+	base       []string // label values, for the ratio's const metric
+	labels     probeLabels
 	cold, warm prometheus.Histogram
-	cached     prometheus.Counter
+	cached     *counter
 	metrics    []prometheus.Metric
 	// ratio holds the float64 bits of the last ratio; NaN until a run had
 	// a successful cold and warm request.
@@ -81,17 +83,18 @@ func (m *PrefixMetrics) Add(ps PrefixSeries) {
 	}
 	form := histogramForm(ps.Histograms)
 	s := &prefixSeries{
-		spec:   ps,
-		base:   validUTF8(ps.Target, ps.Probe, ps.Model),
-		cold:   newHistogram("prefix_cold", ttftBuckets(), form),
-		warm:   newHistogram("prefix_warm", ttftBuckets(), form),
-		cached: newCounter(),
+		spec: ps,
+		base: validUTF8(ps.Target, ps.Probe, ps.Model),
+		cold: newHistogram("prefix_cold", ttftBuckets(), form),
+		warm: newHistogram("prefix_warm", ttftBuckets(), form),
 	}
+	s.labels = newProbeLabels(s.base[0], s.base[1], s.base[2])
+	s.cached = newCounter(m.cached, s.labels, timestamppb.Now())
 	s.ratio.Store(math.Float64bits(math.NaN()))
 	s.metrics = []prometheus.Metric{
-		newLabelled(m.ttft, s.cold, append(s.base[:3:3], PrefixCold)...),
-		newLabelled(m.ttft, s.warm, append(s.base[:3:3], PrefixWarm)...),
-		newLabelled(m.cached, s.cached, s.base...),
+		newLabelled(m.ttft, s.cold, s.labels.with("cache", PrefixCold)),
+		newLabelled(m.ttft, s.warm, s.labels.with("cache", PrefixWarm)),
+		s.cached,
 	}
 	m.series[k] = s
 }
