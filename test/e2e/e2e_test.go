@@ -245,6 +245,11 @@ const proberConfig = `targets:
       - name: thinking
         workload: short
         schedule: {every: 1s}
+      # Cold and warm TTFT for the prefix-cache panels.
+      - name: prefix
+        workload: short
+        schedule: {every: 1s}
+        shared_prefix: {tokens: 64, requests: 2}
 workloads:
   short:
     prompts:
@@ -617,5 +622,9 @@ func alertNames(as []alert) []string {
 func poll(ctx context.Context, t *testing.T, what string, interval time.Duration, check func() (bool, string)) {
 	t.Helper()
 	deadline, _ := ctx.Deadline()
-	testutil.Poll(t, what, time.Until(deadline), interval, check)
+	// Stop polling a little before ctx ends, so that the last check, whose
+	// answer the failure shows, runs with a live context: checked at the
+	// deadline, every query says "context deadline exceeded" and hides
+	// what was missing.
+	testutil.Poll(t, what, time.Until(deadline)-15*time.Second, interval, check)
 }
