@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/promslog"
 
 	"github.com/llm-prober/llm-prober/collector"
@@ -228,8 +229,8 @@ workloads:
 	reg.MustRegister(pm, pfx)
 	e := New(promslog.NewNopLogger(), pm, PrefixSink(pfx))
 	e.Apply(cfg)
-	// histogram is the count and sum of one labelled histogram series.
-	histogram := func(name string, labels map[string]string) (n, sum float64) {
+	// find is the series of family name whose labels include labels.
+	find := func(name string, labels map[string]string) *dto.Metric {
 		t.Helper()
 		mfs, err := reg.Gather()
 		if err != nil {
@@ -246,10 +247,14 @@ workloads:
 						continue metrics
 					}
 				}
-				return float64(m.GetHistogram().GetSampleCount()), m.GetHistogram().GetSampleSum()
+				return m
 			}
 		}
-		return 0, 0
+		return nil
+	}
+	histogram := func(name string, labels map[string]string) (n, sum float64) {
+		h := find(name, labels).GetHistogram()
+		return float64(h.GetSampleCount()), h.GetSampleSum()
 	}
 	// The mean warm over the mean cold TTFT of several runs: one run's
 	// ratio (the gauge) moves with a loaded machine's scheduling, the
@@ -294,29 +299,14 @@ workloads:
 		t.Errorf("cache off: ratio %.3f, want about 1", withoutCache)
 	}
 	count := func(name string, labels map[string]string) float64 {
-		t.Helper()
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
+		m := find(name, labels)
+		switch {
+		case m == nil:
+			return -1
+		case m.GetHistogram() != nil:
+			return float64(m.GetHistogram().GetSampleCount())
 		}
-		for _, mf := range mfs {
-			if mf.GetName() != name {
-				continue
-			}
-		metrics:
-			for _, m := range mf.GetMetric() {
-				for _, lp := range m.GetLabel() {
-					if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-						continue metrics
-					}
-				}
-				if h := m.GetHistogram(); h != nil {
-					return float64(h.GetSampleCount())
-				}
-				return m.GetCounter().GetValue()
-			}
-		}
-		return -1
+		return m.GetCounter().GetValue()
 	}
 	cold := count("llm_probe_prefix_time_to_first_token_seconds", map[string]string{"target": "cached", "cache": "cold"})
 	warm := count("llm_probe_prefix_time_to_first_token_seconds", map[string]string{"target": "cached", "cache": "warm"})

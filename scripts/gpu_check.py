@@ -64,6 +64,26 @@ while time.time() < end:
 """
 
 
+def write_config(path, sim_port, every, gpus):
+    """A prober config: one probe of the simulator every `every`, GPUs as `gpus`."""
+    with open(path, "w") as f:
+        f.write(f"""targets:
+  - name: sim
+    protocol: openai_chat
+    url: http://127.0.0.1:{sim_port}
+    model: sim-llm
+    probes:
+      - name: steady
+        workload: w
+        schedule: {{every: {every}}}
+workloads:
+  w:
+    prompts: {{inline: ["Say hello."]}}
+    max_tokens: 16
+gpus: {{enabled: {gpus}}}
+""")
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -256,22 +276,7 @@ def main():
     # A stand-in library, for trying this script on a host without a GPU.
     library = os.environ.get("GPU_CHECK_NVML_LIBRARY", "")
     library = f", library: {library}" if library else ""
-    with open(cfg, "w") as f:
-        f.write(f"""targets:
-  - name: sim
-    protocol: openai_chat
-    url: http://127.0.0.1:{sim_port}
-    model: sim-llm
-    probes:
-      - name: steady
-        workload: w
-        schedule: {{every: 1s}}
-workloads:
-  w:
-    prompts: {{inline: ["Say hello."]}}
-    max_tokens: 16
-gpus: {{enabled: true{library}}}
-""")
+    write_config(cfg, sim_port, "1s", "true" + library)
     logs = open(os.path.join(out, "prober.log"), "w")
     sim = subprocess.Popen([binary, "simulate", "--listen", f"127.0.0.1:{sim_port}"], stdout=logs, stderr=logs)
     prober = subprocess.Popen([binary, "--config.file=" + cfg, f"--web.listen-address=127.0.0.1:{port}",
@@ -392,22 +397,7 @@ def nonvml_checks(rep, nonvml, out, sim_port):
     """The static build: no GPU series with auto, a refusal with true."""
     for mode in ("auto", "true"):
         cfg = os.path.join(out, f"nonvml-{mode}.yml")
-        with open(cfg, "w") as f:
-            f.write(f"""targets:
-  - name: sim
-    protocol: openai_chat
-    url: http://127.0.0.1:{sim_port}
-    model: sim-llm
-    probes:
-      - name: steady
-        workload: w
-        schedule: {{every: 1m}}
-workloads:
-  w:
-    prompts: {{inline: ["Say hello."]}}
-    max_tokens: 4
-gpus: {{enabled: {mode}}}
-""")
+        write_config(cfg, sim_port, "1m", mode)
         port = free_port()
         p = subprocess.Popen([nonvml, "--config.file=" + cfg, f"--web.listen-address=127.0.0.1:{port}"],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
