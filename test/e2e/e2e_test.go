@@ -187,6 +187,36 @@ func TestEndToEnd(t *testing.T) {
 	t.Logf("resolved after %s in total", time.Since(start).Round(time.Millisecond))
 }
 
+// panelTargets are the targets both end-to-end configurations add so that
+// the overview's wrong-answer, reasoning, rate-limit and prefix-cache
+// panels have data: the simulator answers "four" where "five" is asserted,
+// streams reasoning before the answer, and (started with rate limits)
+// sends rate-limit headers with every answer. Two %s: the simulator.
+const panelTargets = `  - name: sim-canary
+    protocol: openai_chat
+    url: http://%s
+    model: sim-llm
+    headers: {X-Sim-Answer: four}
+    probes:
+      - name: canary
+        workload: short
+        schedule: {every: 1s}
+        assert: [{contains: five}]
+  - name: sim-reasoning
+    protocol: openai_chat
+    url: http://%s
+    model: sim-llm
+    headers: {X-Sim-Options: reasoning_tokens=3}
+    probes:
+      - name: thinking
+        workload: short
+        schedule: {every: 1s}
+      - name: prefix
+        workload: short
+        schedule: {every: 1s}
+        shared_prefix: {tokens: 64, requests: 2}
+`
+
 // proberConfig probes both simulators every second; the SLO thresholds
 // are far above the configured latencies.
 const proberConfig = `targets:
@@ -222,35 +252,7 @@ const proberConfig = `targets:
       - name: steady
         workload: short
         schedule: {every: 5s}
-  # Wrong answers, reasoning timings and rate-limit headroom (their
-  # panels): the simulator answers "four" where "five" is asserted, and
-  # streams reasoning before the answer; its rate-limit headers come with
-  # every answer.
-  - name: sim-canary
-    protocol: openai_chat
-    url: http://%s
-    model: sim-llm
-    headers: {X-Sim-Answer: four}
-    probes:
-      - name: canary
-        workload: short
-        schedule: {every: 1s}
-        assert: [{contains: five}]
-  - name: sim-reasoning
-    protocol: openai_chat
-    url: http://%s
-    model: sim-llm
-    headers: {X-Sim-Options: reasoning_tokens=3}
-    probes:
-      - name: thinking
-        workload: short
-        schedule: {every: 1s}
-      # Cold and warm TTFT for the prefix-cache panels.
-      - name: prefix
-        workload: short
-        schedule: {every: 1s}
-        shared_prefix: {tokens: 64, requests: 2}
-workloads:
+` + panelTargets + `workloads:
   short:
     prompts:
       inline: ["Explain in two sentences what a KV cache is."]

@@ -200,30 +200,7 @@ const modesProberConfig = `targets:
       - name: fast
         workload: short
         schedule: {every: 1s}
-  # Wrong answers, reasoning timings and rate-limit headroom (their
-  # panels): the simulator answers "four" where "five" is asserted, and
-  # streams reasoning before the answer; its rate-limit headers come with
-  # every answer.
-  - name: sim-canary
-    protocol: openai_chat
-    url: http://%s
-    model: sim-llm
-    headers: {X-Sim-Answer: four}
-    probes:
-      - name: canary
-        workload: short
-        schedule: {every: 1s}
-        assert: [{contains: five}]
-  - name: sim-reasoning
-    protocol: openai_chat
-    url: http://%s
-    model: sim-llm
-    headers: {X-Sim-Options: reasoning_tokens=3}
-    probes:
-      - name: thinking
-        workload: short
-        schedule: {every: 1s}
-workloads:
+` + panelTargets + `workloads:
   short:
     prompts:
       inline: ["Name three prime numbers."]
