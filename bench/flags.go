@@ -205,6 +205,13 @@ func (f *Flags) Main(ctx context.Context, logger *slog.Logger, stdout, stderr io
 		return ExitFail
 	}
 	defer p.Close()
+	if c := p.ProbeConfig.Cancel; c != nil {
+		// Its streams end where the probe cuts them: every latency and
+		// throughput figure would describe the cut, not the server.
+		fmt.Fprintf(stderr, "llm-prober bench: probe %s/%s has cancel: (cut after %d tokens), so its latencies would describe cut streams; bench a probe without cancel:\n",
+			p.TargetConfig.Name, p.ProbeConfig.Name, c.AfterTokens)
+		return ExitUsage
+	}
 	live := false
 	if file, ok := stderr.(*os.File); ok {
 		live = IsTerminal(file)

@@ -57,6 +57,31 @@ func TestBenchCapacityAndArrivalUsageErrors(t *testing.T) {
 	}
 }
 
+// A cancellation probe's streams end where it cuts them, so bench refuses
+// it (exit 2) before sending anything.
+func TestBenchRefusesCancellationProbe(t *testing.T) {
+	url, conns := countingListener(t)
+	cfg := filepath.Join(t.TempDir(), "c.yml")
+	testutil.WriteFile(t, cfg, `targets:
+  - name: sim
+    protocol: openai_chat
+    url: `+url+`
+    model: sim-llm
+    server_metrics: {url: `+url+`/metrics}
+    probes:
+      - name: cut
+        schedule: {every: 1m}
+        cancel: {after_tokens: 4}
+`)
+	code, _, stderr := runBenchArgs(context.Background(), t, "--config.file", cfg, "--target", "sim", "--concurrency", "1")
+	if want := "probe sim/cut has cancel: (cut after 4 tokens), so its latencies would describe cut streams; bench a probe without cancel:"; code != 2 || !strings.Contains(stderr, want) {
+		t.Errorf("exit %d, stderr %q; want exit 2 and %q", code, stderr, want)
+	}
+	if n := conns.Load(); n != 0 {
+		t.Errorf("opened %d connections to the target", n)
+	}
+}
+
 // An SLO no level can meet ends the search at its floor with the reason
 // and exit 1, in seconds: each step stops as soon as its goodput is
 // clearly below the objective.
