@@ -179,6 +179,20 @@ local common = import 'common.libsonnet';
           [g.q('max by (target, probe) (%s)' % series('llm_probe_prefix_warm_cold_ttft_ratio'), probeLegend)],
         ) + g.size(12, 8),
 
+        g.row('Cancelled requests'),
+        g.timeseries(
+          'Cancelled streams by result',
+          'cancel: probes: streams cut on purpose, by whether the server then freed the slot within release_timeout (released), did not (leaked; LLMServerCancelledRequestsLeaking fires) or its metrics could not tell (unknown). Empty for other probes (docs/metrics.md, Cancellation).',
+          'reqps',
+          [g.q('sum by (target, probe, result) (rate(%s[$__rate_interval]))' % series('llm_probe_cancellations_total'), probeLegend + ' {{result}}')],
+        ) + g.withStack + g.size(12, 8),
+        g.timeseries(
+          'Time to free a cancelled slot',
+          "From closing a cut stream to the server's running requests dropping by one: an upper bound, up to one poll_interval late, noisy on a replica with other traffic (docs/metrics.md, Cancellation).",
+          's',
+          common.quantiles('llm_probe_cancel_release_seconds', ps, byProbe, probeLegend, ['0.5', '0.99']),
+        ) + g.size(12, 8),
+
         g.row('Connection phases'),
         g.timeseries(
           'Phase duration p95',

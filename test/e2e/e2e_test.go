@@ -104,7 +104,7 @@ func TestEndToEnd(t *testing.T) {
 	flaky := startSim(simB, "--fault.error-rate", "1")
 
 	cfgPath := filepath.Join(dir, "llm-prober.yml")
-	testutil.WriteFile(t, cfgPath, fmt.Sprintf(proberConfig, simA, simA, simB, simB, simA, simA, simA))
+	testutil.WriteFile(t, cfgPath, fmt.Sprintf(proberConfig, simA, simA, simB, simB, simA, simA, simA, simA, simA))
 	prober := testutil.StartProcess(t, "llm-prober", exec.Command(bin,
 		"--config.file="+cfgPath, "--web.listen-address="+proberAddr, "--log.level=warn"))
 	prober.WaitReady(t, "http://"+proberAddr)
@@ -188,10 +188,12 @@ func TestEndToEnd(t *testing.T) {
 }
 
 // panelTargets are the targets both end-to-end configurations add so that
-// the overview's wrong-answer, reasoning, rate-limit and prefix-cache
-// panels have data: the simulator answers "four" where "five" is asserted,
+// the overview's wrong-answer, reasoning, rate-limit, prefix-cache and
+// cancellation panels have data: the simulator answers "four" where "five" is asserted,
 // streams reasoning before the answer, and (started with rate limits)
-// sends rate-limit headers with every answer. Two %s: the simulator.
+// sends rate-limit headers with every answer; the cancellation probe cuts
+// its streams and watches the simulator free the slots. Four %s: the
+// simulator.
 const panelTargets = `  - name: sim-canary
     protocol: openai_chat
     url: http://%s
@@ -215,6 +217,16 @@ const panelTargets = `  - name: sim-canary
         workload: short
         schedule: {every: 1s}
         shared_prefix: {tokens: 64, requests: 2}
+  - name: sim-cancel
+    protocol: openai_chat
+    url: http://%s
+    model: sim-llm
+    server_metrics: {url: http://%s/metrics, kind: auto, timeout: 2s}
+    probes:
+      - name: cut
+        workload: short
+        schedule: {every: 1s}
+        cancel: {after_tokens: 2, release_timeout: 5s, poll_interval: 50ms}
 `
 
 // proberConfig probes both simulators every second; the SLO thresholds

@@ -115,7 +115,7 @@ func TestHistogramModes(t *testing.T) {
 		p.WaitHTTP(t, "http://"+addr+"/health")
 	}
 	cfg := filepath.Join(t.TempDir(), "llm-prober.yml")
-	testutil.WriteFile(t, cfg, fmt.Sprintf(modesProberConfig, simVLLM, simVLLM, simTriton, simTriton, simVLLM, simVLLM, simVLLM))
+	testutil.WriteFile(t, cfg, fmt.Sprintf(modesProberConfig, simVLLM, simVLLM, simTriton, simTriton, simVLLM, simVLLM, simVLLM, simVLLM, simVLLM))
 	prober := testutil.StartProcess(t, "llm-prober", exec.Command(bin,
 		"--config.file="+cfg, "--web.listen-address="+proberAddr, "--log.level=warn"))
 	prober.WaitReady(t, "http://"+proberAddr)
