@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/common/promslog"
 
 	"github.com/llm-prober/llm-prober/collector"
+	"github.com/llm-prober/llm-prober/config"
+	itestutil "github.com/llm-prober/llm-prober/internal/testutil"
 	"github.com/llm-prober/llm-prober/probe"
 	"github.com/llm-prober/llm-prober/simulator"
 	"github.com/llm-prober/llm-prober/simulator/simtest"
@@ -26,6 +28,28 @@ func prefixSim(t *testing.T, cache bool) *simtest.Sim {
 	cfg.Latency.PrefillPerToken = 200 * time.Microsecond
 	cfg.PrefixCache.Enabled = cache
 	return simtest.Start(t, cfg)
+}
+
+// runSequence opens probe probeName of target and sends one whole run of
+// it (a session's turns or a shared prefix's requests), as a scheduled
+// ticket would.
+func runSequence(t *testing.T, cfg *config.Config, target, probeName string) []Step {
+	t.Helper()
+	tc, pc, err := cfg.Lookup(target, probeName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Open(cfg, tc, pc, promslog.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx := context.Background()
+	var steps []Step
+	for run := p.NewSequence(); !run.Done(ctx); {
+		steps = append(steps, run.Next(ctx, nil, time.Time{}))
+	}
+	return steps
 }
 
 // TestSharedPrefixGroundTruth: each request of a shared_prefix run
@@ -50,21 +74,7 @@ func TestSharedPrefixGroundTruth(t *testing.T) {
 workloads:
   short: {prompts: {synthetic: {input_tokens: 16}}, max_tokens: 4, ignore_eos: true}
 `, sim.URL))
-			tc, pc, err := cfg.Lookup("sim", "prefix")
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := Open(cfg, tc, pc, promslog.NewNopLogger())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
-			ctx := context.Background()
-			run := p.NewSequence()
-			var steps []Step
-			for !run.Done(ctx) {
-				steps = append(steps, run.Next(ctx, nil, time.Time{}))
-			}
+			steps := runSequence(t, cfg, "sim", "prefix")
 			if len(steps) != 4 {
 				t.Fatalf("%d requests, want 4", len(steps))
 			}
@@ -146,28 +156,15 @@ workloads:
     max_tokens: 24
     ignore_eos: true
 `, proto, sim.URL))
-	tc, pc, err := cfg.Lookup("sim", "chat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Open(cfg, tc, pc, promslog.NewNopLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	ctx := context.Background()
-	run := p.NewSequence()
+	steps := runSequence(t, cfg, "sim", "chat")
 	var truths []simulator.RequestRecord
-	var steps []Step
-	for !run.Done(ctx) {
-		st := run.Next(ctx, nil, time.Time{})
+	for i, st := range steps {
 		if st.Result.Outcome != probe.OutcomeSuccess {
-			t.Fatalf("turn %d: %s %v", len(steps)+1, st.Result.Outcome, st.Result.Err)
+			t.Fatalf("turn %d: %s %v", i+1, st.Result.Outcome, st.Result.Err)
 		}
 		if st.Result.Answer != "" {
-			t.Errorf("turn %d kept its answer although the probe has no assertions", len(steps)+1)
+			t.Errorf("turn %d kept its answer although the probe has no assertions", i+1)
 		}
-		steps = append(steps, st)
 		truths = append(truths, simtest.GroundTruth(t, sim.URL, st.Result.RequestID))
 	}
 	if len(steps) != 3 {
@@ -229,39 +226,24 @@ workloads:
 	reg.MustRegister(pm, pfx)
 	e := New(promslog.NewNopLogger(), pm, PrefixSink(pfx))
 	e.Apply(cfg)
-	// find is the series of family name whose labels include labels.
-	find := func(name string, labels map[string]string) *dto.Metric {
-		t.Helper()
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() != name {
-				continue
-			}
-		metrics:
-			for _, m := range mf.GetMetric() {
-				for _, lp := range m.GetLabel() {
-					if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-						continue metrics
-					}
-				}
-				return m
-			}
+	// find is the first series of family name with the labels given as
+	// name, value pairs; nil when there is none.
+	find := func(name string, labels ...string) *dto.Metric {
+		if series := itestutil.Gather(t, reg).Series(name, labels...); len(series) > 0 {
+			return series[0]
 		}
 		return nil
 	}
-	histogram := func(name string, labels map[string]string) (n, sum float64) {
-		h := find(name, labels).GetHistogram()
+	histogram := func(name string, labels ...string) (n, sum float64) {
+		h := find(name, labels...).GetHistogram()
 		return float64(h.GetSampleCount()), h.GetSampleSum()
 	}
 	// The mean warm over the mean cold TTFT of several runs: one run's
 	// ratio (the gauge) moves with a loaded machine's scheduling, the
 	// means much less.
 	meanRatio := func(target string) (float64, float64) {
-		nc, sc := histogram("llm_probe_prefix_time_to_first_token_seconds", map[string]string{"target": target, "cache": "cold"})
-		nw, sw := histogram("llm_probe_prefix_time_to_first_token_seconds", map[string]string{"target": target, "cache": "warm"})
+		nc, sc := histogram("llm_probe_prefix_time_to_first_token_seconds", "target", target, "cache", "cold")
+		nw, sw := histogram("llm_probe_prefix_time_to_first_token_seconds", "target", target, "cache", "warm")
 		if nc == 0 || nw == 0 {
 			return 0, nc
 		}
@@ -298,8 +280,8 @@ workloads:
 	if withoutCache < 0.7 || withoutCache > 1.4 {
 		t.Errorf("cache off: ratio %.3f, want about 1", withoutCache)
 	}
-	count := func(name string, labels map[string]string) float64 {
-		m := find(name, labels)
+	count := func(name string, labels ...string) float64 {
+		m := find(name, labels...)
 		switch {
 		case m == nil:
 			return -1
@@ -308,16 +290,16 @@ workloads:
 		}
 		return m.GetCounter().GetValue()
 	}
-	cold := count("llm_probe_prefix_time_to_first_token_seconds", map[string]string{"target": "cached", "cache": "cold"})
-	warm := count("llm_probe_prefix_time_to_first_token_seconds", map[string]string{"target": "cached", "cache": "warm"})
-	all := count("llm_probe_time_to_first_token_seconds", map[string]string{"target": "cached", "probe": "prefix"})
+	cold := count("llm_probe_prefix_time_to_first_token_seconds", "target", "cached", "cache", "cold")
+	warm := count("llm_probe_prefix_time_to_first_token_seconds", "target", "cached", "cache", "warm")
+	all := count("llm_probe_time_to_first_token_seconds", "target", "cached", "probe", "prefix")
 	if cold < 1 || warm != 2*cold || all != cold+warm {
 		t.Errorf("cold %v, warm %v, all TTFT observations %v: want warm = 2·cold and all = cold + warm", cold, warm, all)
 	}
-	if got := count("llm_probe_cached_input_tokens_total", map[string]string{"target": "cached"}); got != 1024*warm {
+	if got := count("llm_probe_cached_input_tokens_total", "target", "cached"); got != 1024*warm {
 		t.Errorf("cached tokens %v, want 1024 per warm request (%v)", got, 1024*warm)
 	}
-	if got := count("llm_probe_prefix_time_to_first_token_seconds", map[string]string{"probe": "plain"}); got != -1 {
+	if got := count("llm_probe_prefix_time_to_first_token_seconds", "probe", "plain"); got != -1 {
 		t.Errorf("plain probe has prefix series")
 	}
 	if n, err := testutil.GatherAndCount(reg, "llm_probe_prefix_warm_cold_ttft_ratio"); err != nil || n != 2 {
@@ -345,20 +327,8 @@ func TestSharedPrefixProtocols(t *testing.T) {
 workloads:
   short: {prompts: {synthetic: {input_tokens: 16}}, max_tokens: 4, ignore_eos: true}
 `, proto, sim.URL))
-			tc, pc, err := cfg.Lookup("sim", "prefix")
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := Open(cfg, tc, pc, promslog.NewNopLogger())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
-			ctx := context.Background()
-			run := p.NewSequence()
 			var cached []int
-			for !run.Done(ctx) {
-				st := run.Next(ctx, nil, time.Time{})
+			for _, st := range runSequence(t, cfg, "sim", "prefix") {
 				if st.Result.Outcome != probe.OutcomeSuccess {
 					t.Fatalf("%s %v", st.Result.Outcome, st.Result.Err)
 				}
