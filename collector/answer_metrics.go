@@ -83,8 +83,7 @@ func (m *AnswerMetrics) Add(as AnswerSeries) {
 		histogramForm(old.spec.Histograms) == histogramForm(as.Histograms) {
 		return
 	}
-	base := validUTF8(as.Target, as.Probe, as.Model)
-	s := &answerSeries{spec: as, labels: newProbeLabels(base[0], base[1], base[2]), failures: map[string]*counter{}}
+	s := &answerSeries{spec: as, labels: newProbeLabels(as.Target, as.Probe, as.Model), failures: map[string]*counter{}}
 	created := timestamppb.Now()
 	for _, name := range as.Assertions {
 		c := newCounter(m.d.assertFailures, s.labels.with("assertion", strings.ToValidUTF8(name, "\uFFFD")), created)

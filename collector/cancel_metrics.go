@@ -69,8 +69,7 @@ func (m *CancelMetrics) Add(cs CancelSeries) {
 	if old, ok := m.series[k]; ok && old.spec.Model == cs.Model && histogramForm(old.spec.Histograms) == histogramForm(cs.Histograms) {
 		return
 	}
-	base := validUTF8(cs.Target, cs.Probe, cs.Model)
-	labels := newProbeLabels(base[0], base[1], base[2])
+	labels := newProbeLabels(cs.Target, cs.Probe, cs.Model)
 	s := &cancelSeries{
 		spec:    cs,
 		release: newHistogram("cancel_release", cancelReleaseBuckets(), histogramForm(cs.Histograms)),

@@ -27,8 +27,11 @@ import (
 // exposition requires: model, probe, target.
 type probeLabels []*dto.LabelPair
 
+// newProbeLabels cleans the values to valid UTF-8, as the exposition
+// requires of label values, and builds the pairs.
 func newProbeLabels(target, probeName, model string) probeLabels {
-	return probeLabels{newLabelPair("model", model), newLabelPair("probe", probeName), newLabelPair("target", target)}
+	v := validUTF8(target, probeName, model)
+	return probeLabels{newLabelPair("model", v[2]), newLabelPair("probe", v[1]), newLabelPair("target", v[0])}
 }
 
 func newLabelPair(name, value string) *dto.LabelPair {

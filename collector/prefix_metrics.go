@@ -56,7 +56,6 @@ type PrefixSeries struct {
 
 type prefixSeries struct {
 	spec       PrefixSeries
-	base       []string // label values, for the ratio's const metric
 	labels     probeLabels
 	cold, warm prometheus.Histogram
 	cached     *counter
@@ -83,12 +82,11 @@ func (m *PrefixMetrics) Add(ps PrefixSeries) {
 	}
 	form := histogramForm(ps.Histograms)
 	s := &prefixSeries{
-		spec: ps,
-		base: validUTF8(ps.Target, ps.Probe, ps.Model),
-		cold: newHistogram("prefix_cold", ttftBuckets(), form),
-		warm: newHistogram("prefix_warm", ttftBuckets(), form),
+		spec:   ps,
+		labels: newProbeLabels(ps.Target, ps.Probe, ps.Model),
+		cold:   newHistogram("prefix_cold", ttftBuckets(), form),
+		warm:   newHistogram("prefix_warm", ttftBuckets(), form),
 	}
-	s.labels = newProbeLabels(s.base[0], s.base[1], s.base[2])
 	s.cached = newCounter(m.cached, s.labels, timestamppb.Now())
 	s.ratio.Store(math.Float64bits(math.NaN()))
 	s.metrics = []prometheus.Metric{
@@ -176,7 +174,7 @@ func (m *PrefixMetrics) Collect(ch chan<- prometheus.Metric) {
 			ch <- metric
 		}
 		if v := math.Float64frombits(s.ratio.Load()); !math.IsNaN(v) {
-			ch <- prometheus.MustNewConstMetric(m.ratio, prometheus.GaugeValue, v, s.base...)
+			ch <- newConstGauge(m.ratio, s.labels, v)
 		}
 	}
 }

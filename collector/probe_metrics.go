@@ -399,7 +399,6 @@ func (s *series) lateCounter(desc *prometheus.Desc, kv ...string) *counter {
 
 func newSeries(d *descs, ps ProbeSeries) *series {
 	slo := ps.SLO
-	base := validUTF8(ps.Target, ps.Probe, ps.Model)
 	s := &series{
 		d:        d,
 		model:    ps.Model,
@@ -407,7 +406,7 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 		protocol: ps.Protocol,
 		asserts:  ps.Asserts,
 		form:     histogramForm(ps.Histograms),
-		labels:   newProbeLabels(base[0], base[1], base[2]),
+		labels:   newProbeLabels(ps.Target, ps.Probe, ps.Model),
 		created:  timestamppb.Now(),
 		skipped:  make(map[string]*counter),
 	}
