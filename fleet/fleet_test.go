@@ -78,8 +78,7 @@ func TestFileSDStartsAndStopsProbes(t *testing.T) {
 	dir := t.TempDir()
 	sd := filepath.Join(dir, "targets.json")
 	writeSD(t, sd, simA.URL)
-	cfgText := `
-modules:
+	res, reg := startFleet(t, dir, `modules:
   chat:
     protocol: openai_chat
     model: sim
@@ -88,28 +87,7 @@ modules:
 target_discovery:
   - module: chat
     file_sd_configs: [{files: [targets.json], refresh_interval: 1s}]
-`
-	if err := os.WriteFile(filepath.Join(dir, "c.yml"), []byte(cfgText), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(filepath.Join(dir, "c.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := promslog.NewNopLogger()
-	reg := prometheus.NewRegistry()
-	res := &results{n: map[string]int{}}
-	eng := engine.New(logger, collector.NewProbeMetrics(), res)
-	servers := collector.NewServerMetrics(logger)
-	d := NewDaemon(Options{Logger: logger, Registry: reg, Shard: shard.Shard{Count: 1}, Engine: eng, Servers: servers})
-	defer func() {
-		d.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		eng.Stop(ctx)
-		servers.Close()
-	}()
-	d.SetConfig(cfg)
+`, nil)
 
 	nameA := config.DiscoveredName("chat", simA.URL)
 	nameB := config.DiscoveredName("chat", simB.URL)
@@ -158,9 +136,7 @@ func TestKubernetesSDStartsAndStopsProbes(t *testing.T) {
 	hostB, portB := hostPort(simB)
 	yes, no := new(true), new(false)
 	api := kubetest.New(kubetest.Slice("llm", "vllm-a", "vllm", portA, "http", kubetest.Endpoint(hostA, "a", yes)))
-	dir := t.TempDir()
-	cfgText := `
-modules:
+	res, reg := startFleet(t, t.TempDir(), `modules:
   chat:
     protocol: openai_chat
     model: sim
@@ -169,31 +145,9 @@ modules:
 target_discovery:
   - module: chat
     kubernetes_sd_configs: [{role: endpointslice, namespaces: {names: [llm]}, service: vllm, port: http}]
-`
-	if err := os.WriteFile(filepath.Join(dir, "c.yml"), []byte(cfgText), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(filepath.Join(dir, "c.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := promslog.NewNopLogger()
-	reg := prometheus.NewRegistry()
-	res := &results{n: map[string]int{}}
-	eng := engine.New(logger, collector.NewProbeMetrics(), res)
-	servers := collector.NewServerMetrics(logger)
-	d := NewDaemon(Options{
-		Logger: logger, Registry: reg, Shard: shard.Shard{Count: 1}, Engine: eng, Servers: servers,
-		KubeClient: func(*config.KubernetesSDConfig) (discovery.KubeClient, error) { return api, nil },
+`, func(o *Options) {
+		o.KubeClient = func(*config.KubernetesSDConfig) (discovery.KubeClient, error) { return api, nil }
 	})
-	defer func() {
-		d.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		eng.Stop(ctx)
-		servers.Close()
-	}()
-	d.SetConfig(cfg)
 
 	nameA := config.DiscoveredName("chat", fmt.Sprintf("http://%s:%d", hostA, portA))
 	nameB := config.DiscoveredName("chat", fmt.Sprintf("http://%s:%d", hostB, portB))
@@ -226,6 +180,40 @@ target_discovery:
 		t.Fatal(err)
 	}
 	waitStopped(t, res, nameB)
+}
+
+// startFleet writes cfgText as dir/c.yml, loads it and runs a Daemon on
+// it with an engine and server metrics of its own, all stopped when the
+// test ends; with, when set, adds to the daemon's options. It returns the
+// probes' results and the daemon's registry.
+func startFleet(t *testing.T, dir, cfgText string, with func(*Options)) (*results, *prometheus.Registry) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "c.yml"), []byte(cfgText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(filepath.Join(dir, "c.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := promslog.NewNopLogger()
+	reg := prometheus.NewRegistry()
+	res := &results{n: map[string]int{}}
+	eng := engine.New(logger, collector.NewProbeMetrics(), res)
+	servers := collector.NewServerMetrics(logger)
+	o := Options{Logger: logger, Registry: reg, Shard: shard.Shard{Count: 1}, Engine: eng, Servers: servers}
+	if with != nil {
+		with(&o)
+	}
+	d := NewDaemon(o)
+	t.Cleanup(func() {
+		d.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		eng.Stop(ctx)
+		servers.Close()
+	})
+	d.SetConfig(cfg)
+	return res, reg
 }
 
 // waitStopped waits until target's results stop growing: its probe was
