@@ -56,54 +56,27 @@ workloads:
 	defer cancel()
 	e.Stop(ctx)
 
-	value := func(name string, labels map[string]string) float64 {
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() != name {
-				continue
-			}
-		metrics:
-			for _, m := range mf.GetMetric() {
-				for _, lp := range m.GetLabel() {
-					if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-						continue metrics
-					}
-				}
-				if m.GetCounter() != nil {
-					return m.GetCounter().GetValue()
-				}
-				if m.GetHistogram() != nil {
-					return float64(m.GetHistogram().GetSampleCount())
-				}
-				return m.GetGauge().GetValue()
-			}
-		}
-		t.Fatalf("no %s%v", name, labels)
-		return 0
-	}
-	rightOK := value("llm_probe_requests_total", map[string]string{"probe": "right", "outcome": "success"})
-	rightWrong := value("llm_probe_requests_total", map[string]string{"probe": "right", "outcome": "wrong_answer"})
-	wrongOK := value("llm_probe_requests_total", map[string]string{"probe": "wrong", "outcome": "success"})
-	wrong := value("llm_probe_requests_total", map[string]string{"probe": "wrong", "outcome": "wrong_answer"})
+	value := func(name string, labels ...string) float64 { return mustMetricValue(t, reg, name, labels...) }
+	rightOK := value("llm_probe_requests_total", "probe", "right", "outcome", "success")
+	rightWrong := value("llm_probe_requests_total", "probe", "right", "outcome", "wrong_answer")
+	wrongOK := value("llm_probe_requests_total", "probe", "wrong", "outcome", "success")
+	wrong := value("llm_probe_requests_total", "probe", "wrong", "outcome", "wrong_answer")
 	if rightOK < 2 || rightWrong != 0 || wrongOK != 0 || wrong < 2 {
 		t.Errorf("right: %v success, %v wrong; wrong: %v success, %v wrong", rightOK, rightWrong, wrongOK, wrong)
 	}
-	if got := value("llm_probe_assertion_failures_total", map[string]string{"probe": "wrong", "assertion": "lyon"}); got != wrong {
+	if got := value("llm_probe_assertion_failures_total", "probe", "wrong", "assertion", "lyon"); got != wrong {
 		t.Errorf("lyon failures %v, wrong answers %v", got, wrong)
 	}
-	if got := value("llm_probe_assertion_failures_total", map[string]string{"probe": "wrong", "assertion": "regex"}); got != 0 {
+	if got := value("llm_probe_assertion_failures_total", "probe", "wrong", "assertion", "regex"); got != 0 {
 		t.Errorf("regex failures %v", got)
 	}
-	if got := value("llm_probe_time_to_first_answer_token_seconds", map[string]string{"probe": "right"}); got != rightOK {
+	if got := value("llm_probe_time_to_first_answer_token_seconds", "probe", "right"); got != rightOK {
 		t.Errorf("first answer observations %v, successes %v", got, rightOK)
 	}
-	if got := value("llm_probe_reasoning_tokens_total", map[string]string{"probe": "right"}); got != 3*(rightOK+rightWrong) {
+	if got := value("llm_probe_reasoning_tokens_total", "probe", "right"); got != 3*(rightOK+rightWrong) {
 		t.Errorf("reasoning tokens %v for %v answers of 3", got, rightOK)
 	}
-	if got := value("llm_probe_rate_limit_limit", map[string]string{"target": "sim", "resource": "requests"}); got != 10000 {
+	if got := value("llm_probe_rate_limit_limit", "target", "sim", "resource", "requests"); got != 10000 {
 		t.Errorf("request limit %v", got)
 	}
 	if n, err := testutil.GatherAndCount(reg, "llm_probe_rate_limit_remaining_ratio"); err != nil || n != 2 {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/promslog"
 
 	"github.com/llm-prober/llm-prober/collector"
@@ -182,34 +181,13 @@ func TestCancelThroughTheEngine(t *testing.T) {
 	defer cancel()
 	e.Stop(ctx)
 
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	value := func(name string, labels map[string]string) float64 {
-		for _, mf := range mfs {
-			if mf.GetName() != name {
-				continue
-			}
-		metrics:
-			for _, m := range mf.GetMetric() {
-				for _, lp := range m.GetLabel() {
-					if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
-						continue metrics
-					}
-				}
-				return sampleValue(m)
-			}
-		}
-		t.Fatalf("no %s%v", name, labels)
-		return 0
-	}
-	leaked := value("llm_probe_cancellations_total", map[string]string{"target": "sim", "result": "leaked"})
-	released := value("llm_probe_cancellations_total", map[string]string{"target": "healthy", "result": "released"})
+	value := func(name string, labels ...string) float64 { return mustMetricValue(t, reg, name, labels...) }
+	leaked := value("llm_probe_cancellations_total", "target", "sim", "result", "leaked")
+	released := value("llm_probe_cancellations_total", "target", "healthy", "result", "released")
 	t.Logf("leaky server: %v leaked; healthy: %v released", leaked, released)
 	for target, results := range map[string][2]string{"sim": {"released", "unknown"}, "healthy": {"leaked", "unknown"}} {
 		for _, r := range results {
-			if v := value("llm_probe_cancellations_total", map[string]string{"target": target, "result": r}); v != 0 {
+			if v := value("llm_probe_cancellations_total", "target", target, "result", r); v != 0 {
 				t.Errorf("%s: %v %s", target, v, r)
 			}
 		}
@@ -217,32 +195,22 @@ func TestCancelThroughTheEngine(t *testing.T) {
 	if leaked < 1 || released < 2 {
 		t.Errorf("leaked %v, released %v", leaked, released)
 	}
-	if n := value("llm_probe_cancel_release_seconds", map[string]string{"target": "healthy"}); n != released {
+	if n := value("llm_probe_cancel_release_seconds", "target", "healthy"); n != released {
 		t.Errorf("%v release times observed for %v released", n, released)
 	}
-	ok := value("llm_probe_requests_total", map[string]string{"target": "healthy", "outcome": "success"})
-	if n := value("llm_probe_time_to_first_token_seconds", map[string]string{"target": "healthy"}); n != ok || ok < released {
+	ok := value("llm_probe_requests_total", "target", "healthy", "outcome", "success")
+	if n := value("llm_probe_time_to_first_token_seconds", "target", "healthy"); n != ok || ok < released {
 		t.Errorf("%v TTFTs for %v successes", n, ok)
 	}
-	if n := value("llm_probe_request_duration_seconds", map[string]string{"target": "healthy"}); n != 0 {
+	if n := value("llm_probe_request_duration_seconds", "target", "healthy"); n != 0 {
 		t.Errorf("%v request durations observed for cut streams", n)
 	}
 	if n, err := testutil.GatherAndCount(reg, "llm_probe_time_per_output_token_seconds"); err != nil || n != 2 {
 		t.Errorf("%d TPOT series (%v)", n, err)
-	} else if v := value("llm_probe_time_per_output_token_seconds", map[string]string{"target": "healthy"}); v != 0 {
+	} else if v := value("llm_probe_time_per_output_token_seconds", "target", "healthy"); v != 0 {
 		t.Errorf("%v TPOTs observed for cut streams", v)
 	}
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %v", problems, err)
 	}
-}
-
-func sampleValue(m *dto.Metric) float64 {
-	switch {
-	case m.GetCounter() != nil:
-		return m.GetCounter().GetValue()
-	case m.GetHistogram() != nil:
-		return float64(m.GetHistogram().GetSampleCount())
-	}
-	return m.GetGauge().GetValue()
 }

@@ -281,14 +281,10 @@ workloads:
 		t.Errorf("cache off: ratio %.3f, want about 1", withoutCache)
 	}
 	count := func(name string, labels ...string) float64 {
-		m := find(name, labels...)
-		switch {
-		case m == nil:
-			return -1
-		case m.GetHistogram() != nil:
-			return float64(m.GetHistogram().GetSampleCount())
+		if v, ok := metricValue(t, reg, name, labels...); ok {
+			return v
 		}
-		return m.GetCounter().GetValue()
+		return -1
 	}
 	cold := count("llm_probe_prefix_time_to_first_token_seconds", "target", "cached", "cache", "cold")
 	warm := count("llm_probe_prefix_time_to_first_token_seconds", "target", "cached", "cache", "warm")
