@@ -28,6 +28,7 @@ import (
 
 	"github.com/llm-prober/llm-prober/config"
 	"github.com/llm-prober/llm-prober/discovery/kubetest"
+	itestutil "github.com/llm-prober/llm-prober/internal/testutil"
 )
 
 func TestEndpointGroups(t *testing.T) {
@@ -133,13 +134,7 @@ func TestKubernetesSDWatch(t *testing.T) {
 	if len(made) != 1 {
 		t.Fatalf("%d clients made, want 1", len(made))
 	}
-	names := func() []string {
-		var n []string
-		for _, tg := range m.Expand(cfg).Targets {
-			n = append(n, tg.Endpoint())
-		}
-		return n
-	}
+	names := func() []string { return endpoints(m, cfg) }
 	// The first list is in before Apply returns.
 	if got := names(); !slices.Equal(got, []string{"http://10.0.0.1:8000"}) {
 		t.Fatalf("after Apply: %q, want the ready endpoint of vllm only", got)
@@ -261,7 +256,7 @@ func TestKubernetesSDEmpty(t *testing.T) {
 func TestKubernetesSDWithoutClient(t *testing.T) {
 	cfg := loadConfig(t, t.TempDir(), kubeConfigText)
 	reg := prometheus.NewRegistry()
-	logs := &syncBuffer{}
+	logs := &itestutil.SyncBuffer{}
 	m := NewManager(promslog.New(&promslog.Config{Writer: logs}), reg, func() {})
 	m.SetKubeClient(func(*config.KubernetesSDConfig) (KubeClient, error) {
 		return nil, errors.New("unable to load in-cluster configuration")
@@ -280,21 +275,13 @@ func TestKubernetesSDWithoutClient(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+// endpoints are the endpoints of the targets m expands cfg to.
+func endpoints(m *Manager, cfg *config.Config) []string {
+	var n []string
+	for _, tg := range m.Expand(cfg).Targets {
+		n = append(n, tg.Endpoint())
+	}
+	return n
 }
 
 // fakeAPIServer answers the two requests NewKubeClient's REST client
@@ -392,7 +379,7 @@ target_discovery:
     kubernetes_sd_configs:
       - {role: endpointslice, kubeconfig_file: kubeconfig, namespaces: {names: [llm]}, service: vllm, port: http}
 `)
-	logs := &syncBuffer{}
+	logs := &itestutil.SyncBuffer{}
 	level := promslog.NewLevel()
 	if err := level.Set("debug"); err != nil {
 		t.Fatal(err)
@@ -400,13 +387,7 @@ target_discovery:
 	m := NewManager(promslog.New(&promslog.Config{Writer: logs, Level: level}), prometheus.NewRegistry(), func() {})
 	defer m.Stop()
 	m.Apply(cfg)
-	names := func() []string {
-		var n []string
-		for _, tg := range m.Expand(cfg).Targets {
-			n = append(n, tg.Endpoint())
-		}
-		return n
-	}
+	names := func() []string { return endpoints(m, cfg) }
 	if got := names(); !slices.Equal(got, []string{"http://10.0.0.1:8000"}) {
 		t.Fatalf("after Apply: %q", got)
 	}
