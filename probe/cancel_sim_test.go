@@ -28,12 +28,7 @@ func TestCancelAfterTokensAgainstSimulator(t *testing.T) {
 			continue
 		}
 		t.Run(p.Name, func(t *testing.T) {
-			opts := probe.TargetOptions{Name: "sim", Model: cfg.ServedModelNames[0]}
-			if p.Endpoint == probe.EndpointURL {
-				opts.URL = sim.URL
-			} else {
-				opts.Address = sim.GRPCAddr
-			}
+			opts := simTarget(p, sim, cfg.ServedModelNames[0])
 			d, err := probe.NewDriver(p.Name, opts, nil)
 			if err != nil {
 				t.Fatal(err)

@@ -102,6 +102,18 @@ func TestNewDriverEndpoint(t *testing.T) {
 	}
 }
 
+// simTarget points a driver of protocol p at sim: its HTTP URL, or its
+// gRPC address for the protocols that take one.
+func simTarget(p probe.Protocol, sim *simtest.Sim, model string) probe.TargetOptions {
+	opts := probe.TargetOptions{Name: "sim", Model: model}
+	if p.Endpoint == probe.EndpointURL {
+		opts.URL = sim.URL
+	} else {
+		opts.Address = sim.GRPCAddr
+	}
+	return opts
+}
+
 // TestSimulatorServesEveryProtocol: the simulator speaks every protocol of
 // the table, streamed and not, so every driver is tested against it and a
 // new protocol without a simulated server fails here.
@@ -112,13 +124,7 @@ func TestSimulatorServesEveryProtocol(t *testing.T) {
 	cfg.Latency.PrefillPerToken = 0
 	sim := simtest.StartWithGRPC(t, cfg)
 	for _, p := range probe.Protocols() {
-		opts := probe.TargetOptions{Name: "sim", Model: cfg.ServedModelNames[0]}
-		if p.Endpoint == probe.EndpointURL {
-			opts.URL = sim.URL
-		} else {
-			opts.Address = sim.GRPCAddr
-		}
-		d, err := probe.NewDriver(p.Name, opts, nil)
+		d, err := probe.NewDriver(p.Name, simTarget(p, sim, cfg.ServedModelNames[0]), nil)
 		if err != nil {
 			t.Errorf("%s: %v", p.Name, err)
 			continue
