@@ -12,6 +12,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,16 +33,62 @@ func Listen(t testing.TB) net.Listener {
 }
 
 // FreeAddr returns a loopback host:port that was free a moment ago, for a
-// child process to listen on. Another process could take it in between;
-// where the listener can be handed over, use Listen.
+// child process to listen on. Where the listener can be handed over, use
+// Listen.
+//
+// The port is drawn below the kernel's ephemeral range: a port that
+// bind(":0") handed out and that is closed again goes back to the pool
+// from which every other test process's listeners draw theirs, and one of
+// them took it before the child could bind (another test's llm-prober
+// answering for the Prometheus the test then queried). Ports below the range are handed out
+// by nobody but callers of this function, so only two of them drawing the
+// same port in the same moment can collide. Ports under 10000 are left
+// alone: services and the project's own defaults (8300, 9090, 9847) live
+// there.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
+	if lo := ephemeralLow(); lo > firstDrawnPort {
+		for range 64 {
+			port, err := rand.Int(rand.Reader, big.NewInt(int64(lo-firstDrawnPort)))
+			if err != nil {
+				break
+			}
+			addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(firstDrawnPort+int(port.Int64())))
+			if l, err := net.Listen("tcp", addr); err == nil {
+				_ = l.Close()
+				return addr
+			}
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("looking for a free loopback port: %v", err)
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// firstDrawnPort is the lowest port FreeAddr draws.
+const firstDrawnPort = 10000
+
+// ephemeralLow is the lowest port of the kernel's range for bind(":0")
+// and outgoing connections (Linux's /proc/sys/net/ipv4/ip_local_port_range;
+// its default where that cannot be read).
+func ephemeralLow() int {
+	const linuxDefault = 32768
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return linuxDefault
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return linuxDefault
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil || lo < 1 {
+		return linuxDefault
+	}
+	return lo
 }
 
 // HungServer is an HTTP server that answers no request until the test ends
