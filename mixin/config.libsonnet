@@ -33,50 +33,104 @@
     runbookURLPrefix: 'https://github.com/llm-prober/llm-prober/blob/main/docs/runbook.md#',
 
     // SLO error-budget burn-rate alerts (multiwindow, multi-burn-rate; Google
-    // SRE workbook, ch. 5), by name. Each fires when any of its conditions
-    // holds: the error ratio over both the long and the short window exceeds
-    // factor × the error budget, and the short window judged at least
-    // minRequests requests (probes are low-rate: with 20 probes in 5 minutes
-    // one failure is already a 5% error ratio, 5x the budget of a 99% SLO;
-    // see docs/runbook.md, "Sizing a probe's rate"). page: true pages
-    // (pageSeverity), else ticketSeverity. The recording rules record an
-    // error ratio for every window named here and a request count and a
-    // minimum for every short one (one minRequests per short window).
+    // SRE workbook, ch. 5), by name; docs/alerting.md shows what they catch
+    // at which probe rate (the alert backtest). Each fires when any of its
+    // conditions holds, all of:
+    //  - the error ratio over the long and the short window exceeds
+    //    min(factor × error budget, sloBurnThresholdCap): without the cap,
+    //    objectives at or below ~93% could never reach 14.4× (it would need
+    //    more than 100% errors), so their pages could never fire;
+    //  - the long window holds enough bad requests that a server within
+    //    its objective shows as many less than about once a month:
+    //    at least sloEvidenceMinBad + e + sloEvidenceSigmas·√e bad, e being
+    //    the bad requests the budget allows in it. A traffic-aware guard: a
+    //    fast probe clears it long before the ratio, a slow one (1/5 min)
+    //    needs several bad requests, never a fixed request count that the
+    //    probe rate sits on;
+    //  - the incident is not over: after a severe incident (error ratio
+    //    over sloSevereWindow at least sloSevereRatio) a clean
+    //    sloRecentWindow (requests, none bad) resolves it, rather than the
+    //    short window cooling down for up to its length.
+    // page: true pages (pageSeverity), else ticketSeverity.
     sloBurnRateAlerts: {
       LLMProbeSLOErrorBudgetBurnFast: {
         page: true,
         conditions: [
-          { long: '1h', short: '5m', factor: 14.4, minRequests: 10 },
-          { long: '6h', short: '30m', factor: 6, minRequests: 30 },
+          { long: '1h', short: '5m', factor: 14.4 },
+          { long: '6h', short: '30m', factor: 6 },
         ],
       },
       LLMProbeSLOErrorBudgetBurnSlow: {
         page: false,
         conditions: [
-          { long: '1d', short: '2h', factor: 3, minRequests: 60 },
-          { long: '3d', short: '6h', factor: 1, minRequests: 120 },
+          { long: '1d', short: '2h', factor: 3 },
+          { long: '3d', short: '6h', factor: 1 },
         ],
       },
     },
-    // Evaluation interval of the SLO recording rules.
+    sloBurnThresholdCap: 0.125,
+    sloEvidenceMinBad: 2,
+    sloEvidenceSigmas: 3,
+    sloRecentWindow: '4m',
+    sloSevereWindow: '30m',
+    sloSevereRatio: 0.5,
+    // Evaluation interval of the SLO recording rules and of the alert
+    // groups that read probe series: the backtest's timings assume it.
     sloRulesInterval: '30s',
+    alertsInterval: '30s',
+    // The 30-day error budget remaining (dashboards): a 30-day rate,
+    // recorded every sloBudgetInterval. Needs 30 days of retention.
+    sloBudgetWindow: '30d',
+    sloBudgetInterval: '5m',
 
-    // LLMProbeFailing: at least this many failed attempts and no success in
-    // the window, and the last attempt failed, for `for`.
-    probeFailingMinFailures: 3,
-    probeFailingWindow: '5m',
-    probeFailingFor: '1m',
+    // LLMProbeFailing: at least minRuns arrivals in a row failed (or were
+    // skipped behind a request the server still held), the first of them
+    // at least minSeconds ago. Keyed on the probe's own runs, so a probe
+    // every 5 minutes pages after two failures and one every 10 s after
+    // 90 s of them: a hard outage pages within max(~2.5 min, 2 intervals
+    // + 45 s) at any probe rate. LLMTargetDown uses the same condition.
+    probeFailingMinRuns: 2,
+    probeFailingMinSeconds: 90,
 
-    // LLMProbeTTFTRegressed: the TTFT quantile over the window is more than
-    // factor × the same quantile `offset` earlier, for `for`.
+    // LLMProbeNotRunning: the last run started more than this many planned
+    // intervals (llm_probe_planned_interval_seconds) ago, and at least
+    // minSeconds, for `for`.
+    probeNotRunningIntervals: 3,
+    probeNotRunningMinSeconds: 60,
+    probeNotRunningFor: '1m',
+
+    // LLMProberAbsent: no llm-prober scrape target up at all (vanished from
+    // service discovery, or all down), for `for`.
+    proberAbsentFor: '2m',
+
+    // LLMProbeSLOSeriesAbsent: a probe declares an objective but the SLO
+    // recording rules produce nothing for it, for `for`.
+    sloSeriesAbsentFor: '15m',
+
+    // LLMProbeFleetOutlier: among the targets discovery made from one
+    // module (llm_prober_discovered_target_info), one endpoint's TTFT p95
+    // over the window is above factor × the median of its siblings', with
+    // at least minSiblings endpoints reporting, for `for`.
+    fleetOutlierQuantile: 0.95,
+    fleetOutlierWindow: '10m',
+    fleetOutlierFactor: 2,
+    fleetOutlierMinSiblings: 3,
+    fleetOutlierFor: '10m',
+
+    // LLMProbeTTFTRegressed: the TTFT quantile over the window, and over
+    // the recent window (or no request in it: slow probes), is more than
+    // factor × the same quantile over the window `offset` earlier, for
+    // `for`. The recent window lets it resolve within minutes of the
+    // regression's end rather than after the whole window.
     ttftRegressionQuantile: 0.95,
     ttftRegressionFactor: 1.5,
     ttftRegressionWindow: '1h',
+    ttftRegressionRecentWindow: '5m',
     ttftRegressionOffset: '1w',
-    ttftRegressionFor: '30m',
+    ttftRegressionFor: '15m',
 
     // LLMProbesSkipped: any skipped probe over the window, for `for`.
-    skippedProbesWindow: '10m',
+    skippedProbesWindow: '4m',
     skippedProbesFor: '10m',
 
     // LLMProbeTLSCertExpiringSoon: a certificate of the chain a target
@@ -85,8 +139,9 @@
     tlsCertExpiryFor: '1h',
 
     // LLMProbeWrongAnswers: any answer that failed a probe's assertions in
-    // the window. A canary with deterministic settings should never fail,
-    // so one is enough.
+    // the window while the probe's last run did not succeed. A canary with
+    // deterministic settings should never fail, so one is enough; the next
+    // good answer resolves it.
     wrongAnswerWindow: '10m',
     wrongAnswerSeverity: 'page',
 
@@ -147,6 +202,12 @@
     gpuThrottleWindow: '10m',
     gpuThrottleFor: '10m',
 
+    // LLMGPUXIDFatal pages for XIDs that mean the GPU is failing or gone
+    // (NVIDIA's XID catalogue: 48 DBE, 63/64 row remapping, 74 NVLink, 79
+    // fallen off the bus, 92 high SBE rate, 94/95 contained/uncontained
+    // ECC); LLMGPUXIDError tickets every other XID (13, 31, 43 are the
+    // application's own faults).
+    gpuFatalXIDs: [48, 63, 64, 74, 79, 92, 94, 95],
     // LLMGPUXIDError: any XID error within the window; LLMGPUUncorrectableECCErrors:
     // uncorrectable ECC errors (or rows remapped after them) within the window.
     gpuXIDWindow: '10m',

@@ -24,17 +24,45 @@ local gpuAlerts = import 'gpu.libsonnet';
     },
   },
 
-  // The SLO burn-rate alerts: one block per condition, "or" between them.
+  // The SLO burn-rate alerts: one block per condition, "or" between them
+  // (config.libsonnet, sloBurnRateAlerts, says why each part is there).
   local sloKey = 'job, target, probe, model, slo',
+  local ratio(w) = 'target_probe:llm_probe_slo_errors:ratio_rate' + w,
+  local requests(w) = 'target_probe:llm_probe_slo_requests:increase' + w,
+  local budget = 'target_probe:llm_probe_slo_error_budget:ratio',
   local burnCondition(x) = |||
     (
-        target_probe:llm_probe_slo_errors:ratio_rate%(long)s > on (%(key)s) (%(factor)s * target_probe:llm_probe_slo_error_budget:ratio)
+        %(long)s > on (%(key)s) clamp_max(%(factor)s * %(budget)s, %(cap)s)
       and
-        target_probe:llm_probe_slo_errors:ratio_rate%(short)s > on (%(key)s) (%(factor)s * target_probe:llm_probe_slo_error_budget:ratio)
+        %(short)s > on (%(key)s) clamp_max(%(factor)s * %(budget)s, %(cap)s)
       and
-        target_probe:llm_probe_slo_requests:increase%(short)s >= on () group_left () llm_probe:slo_min_requests:%(short)s
+        %(long)s * on (%(key)s) %(longN)s
+        >= on (%(key)s)
+        (%(minBad)s + %(longN)s * on (%(key)s) %(budget)s + %(sigmas)s * sqrt(%(longN)s * on (%(key)s) %(budget)s))
+      and on (%(key)s)
+        (
+            %(recent)s > 0
+          or
+            %(recentN)s == 0
+          or
+            %(severe)s < %(severeRatio)s
+        )
     )
-  ||| % x { key: sloKey, factor: n(x.factor) },
+  ||| % {
+    key: sloKey,
+    factor: n(x.factor),
+    budget: budget,
+    cap: n(c.sloBurnThresholdCap),
+    long: ratio(x.long),
+    short: ratio(x.short),
+    longN: requests(x.long),
+    minBad: n(c.sloEvidenceMinBad),
+    sigmas: n(c.sloEvidenceSigmas),
+    recent: ratio(c.sloRecentWindow),
+    recentN: requests(c.sloRecentWindow),
+    severe: ratio(c.sloSevereWindow),
+    severeRatio: n(c.sloSevereRatio),
+  },
   local indent(s, prefix) = std.join('\n', [if l == '' then l else prefix + l for l in std.split(s, '\n')]),
   local numberWords = ['zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten'],
   local burnRateAlert(name, a) =
@@ -52,7 +80,24 @@ local gpuAlerts = import 'gpu.libsonnet';
       else ', more than the budget allows over 30 days.',
     ),
 
+  // A probe is failing: probeFailingMinRuns arrivals in a row failed, the
+  // first at least probeFailingMinSeconds ago (LLMProbeFailing, and through
+  // it LLMTargetDown).
+  local failingBy = 'job, instance, target, probe, model',
+  local probeFailing = |||
+    %(consecutive)s >= %(runs)d
+    and on (%(by)s)
+    time() - %(since)s >= %(seconds)d
+  ||| % {
+    consecutive: series('llm_probe_consecutive_failures'),
+    since: series('llm_probe_failing_since_timestamp_seconds'),
+    runs: c.probeFailingMinRuns,
+    seconds: c.probeFailingMinSeconds,
+    by: failingBy,
+  },
+
   local ttft = promql.histogramQuantileForms(n(c.ttftRegressionQuantile), 'llm_probe_time_to_first_token_seconds', [ps], 'job, target, probe, model', c.ttftRegressionWindow),
+  local ttftRecent = promql.histogramQuantileForms(n(c.ttftRegressionQuantile), 'llm_probe_time_to_first_token_seconds', [ps], 'job, target, probe, model', c.ttftRegressionRecentWindow),
   local ttftBefore = promql.histogramQuantileForms(n(c.ttftRegressionQuantile), 'llm_probe_time_to_first_token_seconds', [ps], 'job, target, probe, model', c.ttftRegressionWindow, c.ttftRegressionOffset),
   local percentile = 'p' + n(std.round(c.ttftRegressionQuantile * 1e4) / 1e2),
   local offsetText = { '1w': 'last week', '1d': 'yesterday' },
@@ -62,7 +107,7 @@ local gpuAlerts = import 'gpu.libsonnet';
   local prefixTTFT = 'llm_probe_prefix_time_to_first_token_seconds',
   local prefixBy = 'job, instance, target, probe, model',
   local prefixMean(cache) = {
-    local sel(suffix) = series(prefixTTFT + suffix, ['cache="%s"' % cache]),
+    local sel(suffix) = series(prefixTTFT + suffix, ['cache="%s"' % cache, 'mode="shared_prefix"']),
     native: 'sum by (%s) (histogram_sum(rate(%s[%s]))) / sum by (%s) (histogram_count(rate(%s[%s])))'
             % [prefixBy, sel(''), c.prefixCacheWindow, prefixBy, sel(''), c.prefixCacheWindow],
     classic: 'sum by (%s) (rate(%s[%s])) / sum by (%s) (rate(%s[%s]))'
@@ -70,15 +115,16 @@ local gpuAlerts = import 'gpu.libsonnet';
   },
   local prefixCold = {
     native: 'sum by (%s) (histogram_count(increase(%s[%s])))'
-            % [prefixBy, series(prefixTTFT, ['cache="cold"']), c.prefixCacheWindow],
+            % [prefixBy, series(prefixTTFT, ['cache="cold"', 'mode="shared_prefix"']), c.prefixCacheWindow],
     classic: 'sum by (%s) (increase(%s[%s]))'
-             % [prefixBy, series(prefixTTFT + '_count', ['cache="cold"']), c.prefixCacheWindow],
+             % [prefixBy, series(prefixTTFT + '_count', ['cache="cold"', 'mode="shared_prefix"']), c.prefixCacheWindow],
   },
 
   prometheusAlerts+:: {
     groups+: [
       {
         name: 'llm-prober-slo.alerts',
+        interval: c.alertsInterval,
         rules: [
           burnRateAlert(name, c.sloBurnRateAlerts[name]) + (
             if name == std.objectFields(c.sloBurnRateAlerts)[0] then {
@@ -92,46 +138,118 @@ local gpuAlerts = import 'gpu.libsonnet';
             } else {}
           )
           for name in std.objectFields(c.sloBurnRateAlerts)
+        ] + [
+          alert(
+            'LLMProbeSLOSeriesAbsent',
+            c.ticketSeverity,
+            |||
+              %(objective)s
+              unless on (job, target, probe, model, slo)
+              target_probe:llm_probe_slo_errors:ratio_rate%(w)s
+            ||| % { objective: series('llm_probe_slo_objective_ratio'), w: c.sloBurnRateAlerts[std.objectFields(c.sloBurnRateAlerts)[0]].conditions[0].long },
+            c.sloSeriesAbsentFor,
+            'No SLO series for {{ $labels.target }}/{{ $labels.probe }} ({{ $labels.slo }})',
+            'Probe {{ $labels.probe }} of target {{ $labels.target }} declares a {{ $labels.slo }} objective, but the SLO recording rules give nothing for it: the burn-rate alerts cannot fire for it. Are the llm-prober-slo.rules loaded, with a proberSelector that matches this job?',
+          ) + {
+            comment:: |||
+              Blind-spot guard: a probe declares an objective but the recording
+              rules the burn-rate alerts read produce nothing for it (rules
+              not loaded, a selector that misses the job, a renamed label).
+            |||,
+          },
         ],
       },
       {
         name: 'llm-prober-probes.alerts',
+        interval: c.alertsInterval,
         rules: [
+          alert(
+            'LLMTargetDown',
+            c.pageSeverity,
+            |||
+              max by (job, instance, target) (
+              %(failing)s)
+              unless on (job, instance, target)
+              (
+                  %(lastRun)s
+                > on (job, instance, target) group_left ()
+                  min by (job, instance, target) (%(since)s > 0)
+                and on (%(by)s)
+                  %(consecutive)s == 0
+              )
+            ||| % {
+              failing: indent(probeFailing, '  '),
+              lastRun: series('llm_probe_last_run_timestamp_seconds'),
+              since: series('llm_probe_failing_since_timestamp_seconds'),
+              consecutive: series('llm_probe_consecutive_failures'),
+              by: failingBy,
+            },
+            '',
+            'Target {{ $labels.target }} is down',
+            'Every probe of target {{ $labels.target }} that ran in the last {{ $value }} consecutive arrivals failed, and none has succeeded since: the server is down or unreachable from llm-prober {{ $labels.instance }}. Its per-probe alerts are inhibited (mixin/alertmanager/alertmanager.yml).',
+          ) + {
+            comment:: |||
+              One page for a dead server however many probes it has: some probe
+              of the target meets LLMProbeFailing's condition, and no probe of
+              it succeeded after that probe's streak began (probes that have
+              not run since do not count either way, so a slow probe beside
+              fast ones does not hold it back). In the same group as
+              LLMProbeFailing, so both reach Alertmanager from one evaluation
+              and the inhibition rule can keep the per-probe pages back.
+            |||,
+          },
           alert(
             'LLMProbeFailing',
             c.pageSeverity,
-            |||
-              (
-                sum by (job, instance, target, probe, model) (increase(%(failed)s[%(w)s])) >= %(min)d
-              unless
-                sum by (job, instance, target, probe, model) (increase(%(succeeded)s[%(w)s])) > 0
-              )
-              and on (job, instance, target, probe, model) %(success)s == 0
-            ||| % {
-              failed: series('llm_probe_requests_total', ['outcome!~"success|wrong_answer"']),
-              succeeded: series('llm_probe_requests_total', ['outcome=~"success|wrong_answer"']),
-              success: series('llm_probe_success'),
-              w: c.probeFailingWindow,
-              min: c.probeFailingMinFailures,
-            },
-            c.probeFailingFor,
+            probeFailing,
+            '',
             'Probe {{ $labels.target }}/{{ $labels.probe }} is failing',
-            'Every probe {{ $labels.probe }} sent to target {{ $labels.target }} (model {{ $labels.model }}) in the last %s failed ({{ $value }} failures). llm_probe_requests_total{outcome} says how.' % promql.durationText(c.probeFailingWindow),
+            'The last {{ $value }} arrivals of probe {{ $labels.probe }} on target {{ $labels.target }} (model {{ $labels.model }}) failed or were skipped behind a request the server still held. llm_probe_requests_total{outcome} says how.',
           ) + {
             comment:: |||
-              Several consecutive runs failed: no success in %s while at
-              least %d attempts failed, and the last one failed too. A wrong
-              answer is an answer: LLMProbeWrongAnswers pages for it, not this.
-            ||| % [promql.durationText(c.probeFailingWindow), c.probeFailingMinFailures],
+              At least %d arrivals in a row failed, the first %d s or more ago:
+              keyed on the probe's own runs (llm_probe_consecutive_failures), so
+              it pages within about two intervals at any probe rate, and a
+              single transient error never pages. A wrong answer is an answer:
+              LLMProbeWrongAnswers pages for it, not this. Resolves with the
+              next success.
+            ||| % [c.probeFailingMinRuns, c.probeFailingMinSeconds],
           },
           alert(
             'LLMProbeTTFTRegressed',
             c.ticketSeverity,
-            '(\n%s\n)\n> %s *\n(\n%s\n)\n' % [
-              promql.eitherFormNested(ttft.native, ttft.classic),
-              n(c.ttftRegressionFactor),
-              promql.eitherFormNested(ttftBefore.native, ttftBefore.classic),
-            ],
+            |||
+              (
+              %(now)s
+              )
+              > %(f)s *
+              (
+              %(before)s
+              )
+              and on (%(by)s)
+              (
+                  (
+                  %(recent)s
+                  )
+                  > %(f)s *
+                  (
+                  %(before)s
+                  )
+                or
+                  sum by (%(by)s) (increase(%(ok)s[%(rw)s])) == 0
+              )
+              and on (%(by)s)
+              group by (%(by)s) (%(scheduled)s)
+            ||| % {
+              now: promql.eitherFormNested(ttft.native, ttft.classic),
+              recent: indent(promql.eitherFormNested(ttftRecent.native, ttftRecent.classic), '    '),
+              before: promql.eitherFormNested(ttftBefore.native, ttftBefore.classic),
+              f: n(c.ttftRegressionFactor),
+              by: 'job, target, probe, model',
+              ok: series('llm_probe_requests_total', ['outcome="success"']),
+              rw: c.ttftRegressionRecentWindow,
+              scheduled: series('llm_probe_scheduled_total'),
+            },
             c.ttftRegressionFor,
             'TTFT %s of {{ $labels.target }}/{{ $labels.probe }} regressed against %s' % [
               percentile,
@@ -150,7 +268,12 @@ local gpuAlerts = import 'gpu.libsonnet';
               modes" in docs/deployment.md). Across a switch of mode within the
               window, one form's estimate is compared with the other's; they
               differ by at most the width of the classic bucket involved.
-            ||| % [percentile, c.ttftRegressionWindow, promql.durationText(c.ttftRegressionOffset)],
+              The last %s must be regressed too (or hold no successful
+              request: slow probes), so it resolves within minutes of the
+              regression's end; and the probe must still exist (its
+              llm_probe_scheduled_total), so a probe removed by a reload takes
+              its alert along at once instead of after the window.
+            ||| % [percentile, c.ttftRegressionWindow, promql.durationText(c.ttftRegressionOffset), promql.durationText(c.ttftRegressionRecentWindow)],
           },
           alert(
             'LLMProbesSkipped',
@@ -160,6 +283,30 @@ local gpuAlerts = import 'gpu.libsonnet';
             'llm-prober cannot keep the schedule of {{ $labels.target }}/{{ $labels.probe }}',
             '{{ printf "%.2f" $value }} planned probes per second of {{ $labels.probe }} on {{ $labels.target }} (model {{ $labels.model }}) are skipped, so the measured latencies under-represent slow periods.',
           ),
+          alert(
+            'LLMProbeNotRunning',
+            c.ticketSeverity,
+            |||
+              time() - %(lastRun)s
+              > on (job, instance, target, probe, model)
+              clamp_min(%(k)d * %(interval)s, %(min)d)
+            ||| % {
+              lastRun: series('llm_probe_last_run_timestamp_seconds'),
+              interval: series('llm_probe_planned_interval_seconds'),
+              k: c.probeNotRunningIntervals,
+              min: c.probeNotRunningMinSeconds,
+            },
+            c.probeNotRunningFor,
+            'Probe {{ $labels.target }}/{{ $labels.probe }} has stopped running',
+            'The last run of probe {{ $labels.probe }} on target {{ $labels.target }} (model {{ $labels.model }}) started {{ $value | humanizeDuration }} ago, more than %d planned intervals: llm-prober {{ $labels.instance }} no longer sends it (a request that never ends, or the prober itself), so its other alerts cannot fire either.' % c.probeNotRunningIntervals,
+          ) + {
+            comment:: |||
+              Blind-spot guard: the probe's last run is older than %d planned
+              intervals (llm_probe_planned_interval_seconds, the longest gap
+              its schedule plans; not exported for closed-loop and
+              active-window schedules, which it therefore does not cover).
+            ||| % c.probeNotRunningIntervals,
+          },
           alert(
             'LLMProbeTLSCertExpiringSoon',
             c.ticketSeverity,
@@ -177,7 +324,11 @@ local gpuAlerts = import 'gpu.libsonnet';
           alert(
             'LLMProbeWrongAnswers',
             c.wrongAnswerSeverity,
-            'sum by (job, instance, target, probe, model) (increase(%s[%s])) > 0' % [series('llm_probe_requests_total', ['outcome="wrong_answer"']), c.wrongAnswerWindow],
+            |||
+              sum by (job, instance, target, probe, model) (increase(%s[%s])) > 0
+              and on (job, instance, target, probe, model)
+              %s == 0
+            ||| % [series('llm_probe_requests_total', ['outcome="wrong_answer"']), c.wrongAnswerWindow, series('llm_probe_success')],
             '',
             'Target {{ $labels.target }} answers probe {{ $labels.probe }} wrongly',
             '{{ $value | humanize }} answers of target {{ $labels.target }} (model {{ $labels.model }}) to probe {{ $labels.probe }} failed its assertions in the last %s: the server is up but wrong. llm_probe_assertion_failures_total says which check; the status page shows the text received.' % promql.durationText(c.wrongAnswerWindow),
@@ -185,6 +336,8 @@ local gpuAlerts = import 'gpu.libsonnet';
             comment:: |||
               A correctness canary (assert:) failed: fast and wrong is an
               outage too (a broken chat template, quantisation or deploy).
+              While the last run is not a success: the next good answer
+              resolves it, not the window's end.
             |||,
           },
           alert(
@@ -205,11 +358,42 @@ local gpuAlerts = import 'gpu.libsonnet';
             'Requests of probe {{ $labels.probe }} that resend a prefix target {{ $labels.target }} (model {{ $labels.model }}) has just seen take {{ $value | humanizePercentage }} of the first request\'s time to first token over the last %s: the server\'s prefix cache is off, too small, or missing.' % promql.durationText(c.prefixCacheWindow),
           ) + {
             comment:: |||
-              session and shared_prefix probes: mean warm TTFT over mean
-              cold TTFT (llm_probe_prefix_time_to_first_token_seconds) goes
-              to 1 when the prefix cache stops working; at least %d cold
-              requests in the window so one slow run does not decide.
+              shared_prefix probes: mean warm TTFT over mean cold TTFT
+              (llm_probe_prefix_time_to_first_token_seconds) goes to 1 when
+              the prefix cache stops working; at least %d cold requests in the
+              window so one slow run does not decide. Their warm and cold
+              requests carry the same new tokens, so the ratio compares like
+              with like. session probes (mode="session") are left out: each
+              warm turn resends the conversation and adds more new tokens than
+              turn 1 had, so a working cache can still give ratios near or
+              above 1 (0.5-3.2 against a real llama.cpp that hit its cache on
+              every warm turn).
             ||| % c.prefixCacheMinRuns,
+          },
+          alert(
+            'LLMProbeFleetOutlier',
+            c.ticketSeverity,
+            |||
+              %(p)s
+              > on (job, module, probe, model) group_left ()
+              (%(f)s * quantile by (job, module, probe, model) (0.5, %(p)s))
+              and on (job, module, probe, model)
+              count by (job, module, probe, model) (%(p)s) >= %(min)d
+            ||| % {
+              p: 'module_target_probe:llm_probe_time_to_first_token_seconds:p%s_%s' % [n(std.round(c.fleetOutlierQuantile * 100)), c.fleetOutlierWindow],
+              f: n(c.fleetOutlierFactor),
+              min: c.fleetOutlierMinSiblings,
+            },
+            c.fleetOutlierFor,
+            'Endpoint {{ $labels.target }} is slower than its siblings',
+            'TTFT p%s of probe {{ $labels.probe }} on {{ $labels.target }} (model {{ $labels.model }}) is {{ $value | humanizeDuration }}, more than %sx the median of the endpoints discovered by module {{ $labels.module }}: one replica (its GPU, node or neighbours) is slow while the others are not.' % [n(std.round(c.fleetOutlierQuantile * 100)), n(c.fleetOutlierFactor)],
+          ) + {
+            comment:: |||
+              One bad replica among many: an endpoint discovered from a module
+              (every ready pod of a Service) whose TTFT p%s over %s is more
+              than %sx its siblings' median, with at least %d siblings
+              reporting so the median means something.
+            ||| % [n(std.round(c.fleetOutlierQuantile * 100)), c.fleetOutlierWindow, n(c.fleetOutlierFactor), c.fleetOutlierMinSiblings],
           },
           alert(
             'LLMProbeRateLimitHeadroomLow',
@@ -334,6 +518,7 @@ local gpuAlerts = import 'gpu.libsonnet';
       },
       {
         name: 'llm-prober-self.alerts',
+        interval: c.alertsInterval,
         rules: [
           alert(
             'LLMProberDown',
@@ -343,6 +528,21 @@ local gpuAlerts = import 'gpu.libsonnet';
             'llm-prober {{ $labels.instance }} is down',
             'Prometheus cannot scrape llm-prober {{ $labels.instance }} (job {{ $labels.job }}): no probe results, and no SLO alerts, for its targets.',
           ),
+          alert(
+            'LLMProberAbsent',
+            c.pageSeverity,
+            'absent(up{%s} == 1)' % c.proberJobSelector,
+            c.proberAbsentFor,
+            'No llm-prober is up',
+            'Prometheus has no llm-prober scrape target that is up (selector %s): every prober is down or gone from service discovery, so no probe runs and no probe alert can fire.' % c.proberJobSelector,
+          ) + {
+            comment:: |||
+              LLMProberDown needs an `up` series that is 0; a prober that
+              vanished from service discovery (deleted Deployment, wrong
+              labels) has none. This fires when no prober target is up at
+              all.
+            |||,
+          },
           alert(
             'LLMProberConfigReloadFailed',
             c.ticketSeverity,

@@ -52,16 +52,30 @@ local promql = import '../lib/promql.libsonnet';
         ||| % promql.durationText(c.gpuThrottleWindow),
       },
       alert(
-        'LLMGPUXIDError',
-        c.ticketSeverity,
-        src.newXID(c.gpuXIDWindow),
+        'LLMGPUXIDFatal',
+        c.pageSeverity,
+        src.newXID(c.gpuXIDWindow, c.gpuFatalXIDs, true),
         '',
-        'GPU {{ $labels.gpu }} on {{ $labels.instance }} reported XID {{ $labels.%s }}' % src.xidLabel,
-        'GPU {{ $labels.gpu }} ({{ $labels.name }}, {{ $labels.uuid }}) reported XID error {{ $labels.%s }} within the last %s. Some XIDs are the application’s own faults (13, 31, 43); others mean the GPU is failing or gone (48, 63, 64, 74, 79, 92, 94, 95): see NVIDIA’s XID catalogue.' % [src.xidLabel, promql.durationText(c.gpuXIDWindow)],
+        'GPU {{ $labels.gpu }} on {{ $labels.instance }} reported fatal XID {{ $labels.%s }}' % src.xidLabel,
+        'GPU {{ $labels.gpu }} ({{ $labels.name }}, {{ $labels.uuid }}) reported XID error {{ $labels.%s }} within the last %s: the GPU is failing or gone (NVIDIA’s XID catalogue); the server on it is down or about to be. Drain the node and reset or replace the GPU.' % [src.xidLabel, promql.durationText(c.gpuXIDWindow)],
       ) + {
         comment:: |||
-          Any XID error the driver reported (%s source). It fires at once:
-          one XID 79 (GPU fallen off the bus) is already an outage.
+          XIDs that mean the GPU is failing or gone (%s; %s source): one XID
+          79 (fallen off the bus) is already an outage, so it pages at once.
+        ||| % [std.join(', ', [std.toString(x) for x in c.gpuFatalXIDs]), src.source],
+      },
+      alert(
+        'LLMGPUXIDError',
+        c.ticketSeverity,
+        src.newXID(c.gpuXIDWindow, c.gpuFatalXIDs, false),
+        '',
+        'GPU {{ $labels.gpu }} on {{ $labels.instance }} reported XID {{ $labels.%s }}' % src.xidLabel,
+        'GPU {{ $labels.gpu }} ({{ $labels.name }}, {{ $labels.uuid }}) reported XID error {{ $labels.%s }} within the last %s. 13, 31 and 43 are the application’s own faults (a kernel’s illegal access, an MMU fault, a stopped context): look at the server’s log; others: see NVIDIA’s XID catalogue.' % [src.xidLabel, promql.durationText(c.gpuXIDWindow)],
+      ) + {
+        comment:: |||
+          Every XID that is not fatal (LLMGPUXIDFatal pages for those), %s
+          source: usually the application's own fault, worth a look, not a
+          page.
         ||| % src.source,
       },
       alert(

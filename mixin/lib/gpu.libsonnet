@@ -64,8 +64,10 @@ local promql = import 'promql.libsonnet';
     // newXID: one series per GPU and XID code that occurred within w. A
     // code's counter appears with its first event, which increase() cannot
     // see, hence the second clause.
-    newXID(w)::
-      local x = s('llm_gpu_xid_errors_total');
+    // newXID: one series per GPU and XID code that occurred within w; with
+    // codes, only those (fatal) or only the others (fatal=false).
+    newXID(w, codes=[], fatal=true)::
+      local x = s('llm_gpu_xid_errors_total', if codes == [] then [] else ['xid%s"%s"' % [if fatal then '=~' else '!~', std.join('|', [std.toString(c) for c in codes])]]);
       'increase(%s[%s]) > 0\nor\n(%s unless %s offset %s)' % [x, w, x, x, w],
     xidLabel:: 'xid',
     // uncorrectable: uncorrectable ECC errors (volatile counter) or rows
@@ -110,8 +112,8 @@ local promql = import 'promql.libsonnet';
     // count: a change of it is an event; a repeat of the same code is not
     // visible.
     xidEvents(w):: rl('changes(%s[%s])' % [sel('DCGM_FI_DEV_XID_ERRORS'), w]),
-    newXID(w)::
-      local x = sel('DCGM_FI_DEV_XID_ERRORS');
+    newXID(w, codes=[], fatal=true)::
+      local x = promql.series('DCGM_FI_DEV_XID_ERRORS', [c.dcgmSelector] + (if codes == [] then [] else ['err_code%s"%s"' % [if fatal then '=~' else '!~', std.join('|', [std.toString(code) for code in codes])]]));
       rl('%s > 0 unless %s offset %s > 0' % [x, x, w]),
     xidLabel:: 'err_code',
     uncorrectable(w)::

@@ -6,18 +6,17 @@ local promql = import '../lib/promql.libsonnet';
 
 {
   local c = $._config,
+  local n = promql.number,
   local ps = c.proberSelector,
   local by = 'job, target, probe, model, slo',
 
-  // Every window of the burn-rate alerts, shortest first, and the short
-  // windows with the minimum request count each must hold.
+  // Every window of the burn-rate alerts (long and short, the recent and
+  // the severity windows), shortest first; the long windows and the
+  // recent one also record their request counts (the evidence guard and
+  // "no request lately").
   local conditions = std.flattenArrays([a.conditions for a in std.objectValues(c.sloBurnRateAlerts)]),
-  local windows = promql.sortDurations(std.flattenArrays([[x.long, x.short] for x in conditions])),
-  local shortWindows = promql.sortDurations([x.short for x in conditions]),
-  local minRequests(w) =
-    local ns = std.uniq(std.sort([x.minRequests for x in conditions if x.short == w]));
-    assert std.length(ns) == 1 : 'sloBurnRateAlerts: short window %s has different minRequests %s' % [w, ns];
-    ns[0],
+  local windows = promql.sortDurations(std.flattenArrays([[x.long, x.short] for x in conditions]) + [c.sloRecentWindow, c.sloSevereWindow]),
+  local countWindows = promql.sortDurations([x.long for x in conditions] + [c.sloRecentWindow]),
 
   local sloRequests(matchers) = promql.series('llm_probe_slo_requests_total', [ps] + matchers),
 
@@ -37,7 +36,9 @@ local promql = import '../lib/promql.libsonnet';
             if w == windows[0] then {
               comment:: |||
                 Error ratio of each SLO (ttft, tpot, goodput) over the windows the
-                multiwindow, multi-burn-rate alerts use.
+                multiwindow, multi-burn-rate alerts use. Skipped probes (a request
+                of the probe or target still held by the server) count as bad:
+                a user arriving then would have waited.
               |||,
             } else {}
           )
@@ -47,14 +48,15 @@ local promql = import '../lib/promql.libsonnet';
             record: 'target_probe:llm_probe_slo_requests:increase' + w,
             expr: 'sum by (%s) (increase(%s[%s]))' % [by, sloRequests([]), w],
           } + (
-            if w == shortWindows[0] then {
+            if w == countWindows[0] then {
               comment:: |||
-                Requests judged in each burn-rate alert's short window, for the
-                minimum-traffic guard below.
+                Requests judged in each burn-rate alert's long window (the
+                evidence guard) and in the recent window (whether the probe ran
+                lately).
               |||,
             } else {}
           )
-          for w in shortWindows
+          for w in countWindows
         ] + [
           {
             record: 'target_probe:llm_probe_slo_error_budget:ratio',
@@ -64,23 +66,27 @@ local promql = import '../lib/promql.libsonnet';
               the prober that probe the same target.
             |||,
           },
-        ] + [
+        ],
+      },
+      {
+        name: 'llm-prober-slo-budget.rules',
+        interval: c.sloBudgetInterval,
+        rules: [
           {
-            record: 'llm_probe:slo_min_requests:' + w,
-            expr: 'vector(%d)' % minRequests(w),
-          } + (
-            if w == shortWindows[0] then {
-              comment:: |||
-                Minimum requests a burn-rate alert's short window must hold before
-                the alert may fire. Probes are low-rate: with 20 probes in 5 minutes
-                one failure is already a 5% error ratio, i.e. 5x the budget of a 99%
-                SLO. Raise these (minRequests in the mixin's sloBurnRateAlerts) to
-                demand more evidence, lower them for slow probes
-                (see docs/runbook.md, "Sizing a probe's rate").
-              |||,
-            } else {}
-          )
-          for w in shortWindows
+            record: 'target_probe:llm_probe_slo_error_budget_remaining:ratio' + c.sloBudgetWindow,
+            expr: |||
+              1 - (
+                  sum by (%(by)s) (rate(%(bad)s[%(w)s]))
+                / sum by (%(by)s) (rate(%(all)s[%(w)s]))
+              )
+              / on (%(by)s) target_probe:llm_probe_slo_error_budget:ratio
+            ||| % { by: by, w: c.sloBudgetWindow, bad: sloRequests(['result="bad"']), all: sloRequests([]) },
+            comment:: |||
+              Share of each SLO's error budget left over the last %s: 1 untouched,
+              0 spent, below 0 overspent (the overview dashboard's first row).
+              Over what Prometheus retains when that is shorter.
+            ||| % promql.durationText(c.sloBudgetWindow),
+          },
         ],
       },
       {
@@ -121,6 +127,25 @@ local promql = import '../lib/promql.libsonnet';
             } else {}
           )
           for m in ['time_to_first_token_seconds', 'request_queue_time_seconds']
+        ] + [
+          {
+            local q = n(std.round(c.fleetOutlierQuantile * 100)),
+            local f = promql.histogramQuantileForms(n(c.fleetOutlierQuantile), 'llm_probe_time_to_first_token_seconds', [ps], 'job, target, probe, model', c.fleetOutlierWindow),
+            record: 'module_target_probe:llm_probe_time_to_first_token_seconds:p%s_%s' % [q, c.fleetOutlierWindow],
+            expr: |||
+              (
+              %s
+              )
+              * on (job, target) group_left (module)
+              group by (job, target, module) (%s)
+            ||| % [promql.eitherFormNested(f.native, f.classic), promql.series('llm_prober_discovered_target_info', [ps])],
+            comment:: |||
+              TTFT p%s of every probe of the targets fleet discovery made, with
+              the module that made them (llm_prober_discovered_target_info):
+              the endpoints of one module are replicas of one service, compared
+              by LLMProbeFleetOutlier.
+            ||| % q,
+          },
         ] + [
           {
             record: 'target_phase:llm_server_phase_seconds:mean5m',
