@@ -154,7 +154,7 @@ proto:
 # Alert and recording rules: syntax, and unit tests of every alert.
 alerts: promtool
 	promtool check rules alerts/llm-prober-rules.yml
-	promtool test rules alerts/llm-prober-rules.test.yml
+	promtool test rules alerts/llm-prober-rules.test.yml alerts/llm-prober-rules.week.test.yml
 
 # Generated files, from the monitoring mixin (mixin/*.libsonnet, evaluated
 # by go-jsonnet in Go: no jsonnet binary): the Grafana dashboards

@@ -188,7 +188,7 @@ func TestOverrides(t *testing.T) {
 		dashboardTags: ['llm-prober', 'team-a'],
 		sloBurnRateAlerts+: {
 			LLMProbeSLOErrorBudgetBurnSlow+: {
-				conditions+: [{ long: '12h', short: '1h', factor: 2, minRequests: 45 }],
+				conditions+: [{ long: '12h', short: '1h', factor: 2 }],
 			},
 		},
 	}}`)
@@ -222,7 +222,7 @@ func TestOverrides(t *testing.T) {
 		"LLMServerKVCacheSaturated":      "> 0.9",
 		"LLMProbeTLSCertExpiringSoon":    "< 7 * 86400",
 		"LLMProbeTTFTRegressed":          "> 2 *",
-		"LLMProbeSLOErrorBudgetBurnSlow": "target_probe:llm_probe_slo_errors:ratio_rate12h > on (job, target, probe, model, slo) (2 * target_probe:llm_probe_slo_error_budget:ratio)",
+		"LLMProbeSLOErrorBudgetBurnSlow": "target_probe:llm_probe_slo_errors:ratio_rate12h > on (job, target, probe, model, slo) clamp_max(2 * target_probe:llm_probe_slo_error_budget:ratio, 0.125)",
 	} {
 		if !strings.Contains(byName[name].Expr, want) {
 			t.Errorf("%s: expr lacks %q: %s", name, want, byName[name].Expr)
@@ -232,13 +232,10 @@ func TestOverrides(t *testing.T) {
 		t.Errorf("LLMProberDown severity %q, want the overridden pageSeverity", got)
 	}
 	// The added burn-rate condition's windows are recorded.
-	for _, rec := range []string{"target_probe:llm_probe_slo_errors:ratio_rate12h", "target_probe:llm_probe_slo_requests:increase1h"} {
+	for _, rec := range []string{"target_probe:llm_probe_slo_errors:ratio_rate12h", "target_probe:llm_probe_slo_errors:ratio_rate1h", "target_probe:llm_probe_slo_requests:increase12h"} {
 		if _, ok := byName[rec]; !ok {
 			t.Errorf("no recording rule %s for the added condition", rec)
 		}
-	}
-	if got := byName["llm_probe:slo_min_requests:1h"].Expr; got != "vector(45)" {
-		t.Errorf("llm_probe:slo_min_requests:1h = %q, want vector(45)", got)
 	}
 
 	values := map[string]string{"job": ".*", "target": ".*", "probe": ".*", "model": ".*", "__rate_interval": "1m", "__range": "1h"}

@@ -186,7 +186,7 @@ local gpuAlerts = import 'gpu.libsonnet';
             },
             '',
             'Target {{ $labels.target }} is down',
-            'Every probe of target {{ $labels.target }} that ran in the last {{ $value }} consecutive arrivals failed, and none has succeeded since: the server is down or unreachable from llm-prober {{ $labels.instance }}. Its per-probe alerts are inhibited (mixin/alertmanager/alertmanager.yml).',
+            'A probe of target {{ $labels.target }} has failed {{ $value }} times in a row and no probe of it has succeeded since: the server is down or unreachable from llm-prober {{ $labels.instance }}. Its per-probe alerts are inhibited (mixin/alertmanager/alertmanager.yml).',
           ) + {
             comment:: |||
               One page for a dead server however many probes it has: some probe
