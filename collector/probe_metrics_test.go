@@ -70,7 +70,9 @@ func streamedSuccess() *probe.Result {
 
 func TestExposition(t *testing.T) {
 	m := NewProbeMetrics()
-	m.Add(ProbeSeries{Target: "sim", Probe: "steady", Model: "m", SLO: testSLO, Protocol: probe.ProtocolOpenAIChat})
+	m.now = func() time.Time { return testStart.Add(45 * time.Second) }
+	m.Add(ProbeSeries{Target: "sim", Probe: "steady", Model: "m", SLO: testSLO, Protocol: probe.ProtocolOpenAIChat,
+		PlannedInterval: 15 * time.Second})
 	reg := newTestRegistry(t, m)
 
 	m.Observe("sim", "steady", streamedSuccess())
@@ -92,6 +94,8 @@ func TestExposition(t *testing.T) {
 		InputTokens: 10, OutputTokens: 1, Outcome: probe.OutcomeSuccess,
 	})
 	m.ObserveScheduleLag("sim", "steady", 2*time.Millisecond)
+	// A skip while the probe's request was held: the start of a failure
+	// streak.
 	m.Skipped("sim", "steady", SkipReasonConcurrencyLimit)
 
 	expected := `
@@ -211,6 +215,15 @@ llm_probe_last_time_to_first_token_seconds{model="m",probe="steady",target="sim"
 # HELP llm_probe_last_run_timestamp_seconds Unix time at which the last probe request started.
 # TYPE llm_probe_last_run_timestamp_seconds gauge
 llm_probe_last_run_timestamp_seconds{model="m",probe="steady",target="sim"} 1.70000003e+09
+# HELP llm_probe_consecutive_failures Arrivals since the probe's last successful run that failed (any outcome but success and wrong_answer) or were skipped with reason concurrency_limit or target_concurrency_limit; overdue skips do not count.
+# TYPE llm_probe_consecutive_failures gauge
+llm_probe_consecutive_failures{model="m",probe="steady",target="sim"} 1
+# HELP llm_probe_failing_since_timestamp_seconds Unix time of the first arrival of the current failure streak (llm_probe_consecutive_failures); 0 while there is none.
+# TYPE llm_probe_failing_since_timestamp_seconds gauge
+llm_probe_failing_since_timestamp_seconds{model="m",probe="steady",target="sim"} 1.700000045e+09
+# HELP llm_probe_planned_interval_seconds The longest gap the probe's schedule plans between two arrivals in normal operation; absent for closed loops and probes with active windows.
+# TYPE llm_probe_planned_interval_seconds gauge
+llm_probe_planned_interval_seconds{model="m",probe="steady",target="sim"} 15
 # HELP llm_probe_skipped_total Planned probe requests the scheduler did not send, by reason.
 # TYPE llm_probe_skipped_total counter
 llm_probe_skipped_total{model="m",probe="steady",reason="concurrency_limit",target="sim"} 1
@@ -278,6 +291,9 @@ func allMetricNames() []string {
 		"llm_probe_last_time_to_first_token_seconds",
 		"llm_probe_last_run_timestamp_seconds",
 		"llm_probe_slo_objective_ratio",
+		"llm_probe_consecutive_failures",
+		"llm_probe_failing_since_timestamp_seconds",
+		"llm_probe_planned_interval_seconds",
 	}
 }
 
