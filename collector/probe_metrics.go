@@ -189,7 +189,7 @@ func newDescs() descs {
 			"Output tokens received by probe requests, the server's count where it reports one, else counted from chunks.",
 			base, nil),
 		slo: prometheus.NewDesc("llm_probe_slo_requests_total",
-			"Probe requests judged against each SLO the probe declares; failed requests are bad for every SLO.",
+			"Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO.",
 			with("slo", "result"), nil),
 		skip: prometheus.NewDesc("llm_probe_skipped_total",
 			"Planned probe requests the scheduler did not send, by reason.",
@@ -302,8 +302,9 @@ func (m *ProbeMetrics) ObserveScheduleLag(target, probeName string, lag time.Dur
 // because the probe's or its target's in-flight requests were all still
 // held by the server (concurrency_limit, target_concurrency_limit) is a
 // failure of the server as a user arriving then would see it: it extends
-// the failure streak. Without that, a server that hangs every request
-// would show one failure per timeout.
+// the failure streak and is bad for every SLO the probe declares. Without
+// that, a server that hangs every request would show one failure per
+// timeout and an SLO that barely moves.
 func (m *ProbeMetrics) Skipped(target, probeName, reason string) {
 	s := m.lookup(target, probeName)
 	if s == nil {
@@ -312,6 +313,7 @@ func (m *ProbeMetrics) Skipped(target, probeName, reason string) {
 	s.skipCounter(reason).Inc()
 	if countsAgainstProbe(reason) {
 		s.streak.failures.fail(m.now())
+		s.countSkipSLOs()
 	}
 }
 
@@ -724,6 +726,18 @@ func (s *series) countSLOs(r *probe.Result, ok, isStream bool) {
 		good = good && met
 	}
 	s.sloGoodput.count(good)
+}
+
+// countSkipSLOs counts an arrival skipped while the probe's or its
+// target's requests were all held by the server: bad for every SLO the
+// probe declares, as a failed request is.
+func (s *series) countSkipSLOs() {
+	if s.sloGoodput == nil {
+		return
+	}
+	s.sloTTFT.count(false)
+	s.sloTPOT.count(false)
+	s.sloGoodput.count(false)
 }
 
 // phaseHistogram is one phase's histogram and its labelled wrapper.

@@ -94,8 +94,8 @@ func TestExposition(t *testing.T) {
 		InputTokens: 10, OutputTokens: 1, Outcome: probe.OutcomeSuccess,
 	})
 	m.ObserveScheduleLag("sim", "steady", 2*time.Millisecond)
-	// A skip while the probe's request was held: the start of a failure
-	// streak.
+	// A skip while the probe's request was held: bad for every SLO, and
+	// the start of a failure streak.
 	m.Skipped("sim", "steady", SkipReasonConcurrencyLimit)
 
 	expected := `
@@ -193,11 +193,11 @@ llm_probe_input_tokens_total{model="m",probe="steady",target="sim"} 30
 # HELP llm_probe_output_tokens_total Output tokens received by probe requests, the server's count where it reports one, else counted from chunks.
 # TYPE llm_probe_output_tokens_total counter
 llm_probe_output_tokens_total{model="m",probe="steady",target="sim"} 12
-# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests are bad for every SLO.
+# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO.
 # TYPE llm_probe_slo_requests_total counter
-llm_probe_slo_requests_total{model="m",probe="steady",result="bad",slo="goodput",target="sim"} 2
-llm_probe_slo_requests_total{model="m",probe="steady",result="bad",slo="tpot",target="sim"} 1
-llm_probe_slo_requests_total{model="m",probe="steady",result="bad",slo="ttft",target="sim"} 2
+llm_probe_slo_requests_total{model="m",probe="steady",result="bad",slo="goodput",target="sim"} 3
+llm_probe_slo_requests_total{model="m",probe="steady",result="bad",slo="tpot",target="sim"} 2
+llm_probe_slo_requests_total{model="m",probe="steady",result="bad",slo="ttft",target="sim"} 3
 llm_probe_slo_requests_total{model="m",probe="steady",result="good",slo="goodput",target="sim"} 1
 llm_probe_slo_requests_total{model="m",probe="steady",result="good",slo="tpot",target="sim"} 2
 llm_probe_slo_requests_total{model="m",probe="steady",result="good",slo="ttft",target="sim"} 1
@@ -365,7 +365,7 @@ func TestObjectiveOnlyDeclaresGoodput(t *testing.T) {
 	m.Observe("sim", "p", streamedSuccess())
 	m.Observe("sim", "p", &probe.Result{Outcome: probe.OutcomeTimeout})
 	const expected = `
-# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests are bad for every SLO.
+# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO.
 # TYPE llm_probe_slo_requests_total counter
 llm_probe_slo_requests_total{model="m",probe="p",result="bad",slo="goodput",target="sim"} 1
 llm_probe_slo_requests_total{model="m",probe="p",result="good",slo="goodput",target="sim"} 1
@@ -403,7 +403,7 @@ func TestNonStreamed(t *testing.T) {
 		t.Errorf("last TTFT exported without any streamed answer")
 	}
 	const expected = `
-# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests are bad for every SLO.
+# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO.
 # TYPE llm_probe_slo_requests_total counter
 llm_probe_slo_requests_total{model="m",probe="p",result="bad",slo="goodput",target="sim"} 1
 llm_probe_slo_requests_total{model="m",probe="p",result="bad",slo="tpot",target="sim"} 0
@@ -875,7 +875,7 @@ func TestStreamWithoutOutput(t *testing.T) {
 		t.Errorf("TTFT observed for a stream without output")
 	}
 	const expected = `
-# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests are bad for every SLO.
+# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO.
 # TYPE llm_probe_slo_requests_total counter
 llm_probe_slo_requests_total{model="m",probe="p",result="bad",slo="goodput",target="sim"} 1
 llm_probe_slo_requests_total{model="m",probe="p",result="bad",slo="tpot",target="sim"} 0

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -127,6 +128,39 @@ func TestFailureStreakLifecycle(t *testing.T) {
 	m.Remove("sim", "p")
 	if n, err := testutil.GatherAndCount(reg, "llm_probe_consecutive_failures", "llm_probe_failing_since_timestamp_seconds"); err != nil || n != 0 {
 		t.Errorf("%d streak series after Remove (%v)", n, err)
+	}
+}
+
+// Skips of a held server are bad for every declared SLO; overdue skips
+// are judged against none; a probe without SLOs gets no SLO series.
+func TestSkipsCountAsSLOBad(t *testing.T) {
+	m := NewProbeMetrics()
+	m.Add(ProbeSeries{Target: "sim", Probe: "full", Model: "m", SLO: testSLO})
+	m.Add(ProbeSeries{Target: "sim", Probe: "avail", Model: "m", SLO: SLO{Objective: 0.99}})
+	m.Add(ProbeSeries{Target: "sim", Probe: "plain", Model: "m"})
+	reg := newTestRegistry(t, m)
+	for _, p := range []string{"full", "avail", "plain"} {
+		m.Skipped("sim", p, SkipReasonConcurrencyLimit)
+		m.Skipped("sim", p, SkipReasonTargetConcurrencyLimit)
+		m.Skipped("sim", p, SkipReasonOverdue)
+		m.Skipped("sim", p, "other")
+	}
+	m.Observe("sim", "full", streamedSuccess())
+
+	const expected = `
+# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO.
+# TYPE llm_probe_slo_requests_total counter
+llm_probe_slo_requests_total{model="m",probe="avail",result="bad",slo="goodput",target="sim"} 2
+llm_probe_slo_requests_total{model="m",probe="avail",result="good",slo="goodput",target="sim"} 0
+llm_probe_slo_requests_total{model="m",probe="full",result="bad",slo="goodput",target="sim"} 2
+llm_probe_slo_requests_total{model="m",probe="full",result="bad",slo="tpot",target="sim"} 2
+llm_probe_slo_requests_total{model="m",probe="full",result="bad",slo="ttft",target="sim"} 2
+llm_probe_slo_requests_total{model="m",probe="full",result="good",slo="goodput",target="sim"} 1
+llm_probe_slo_requests_total{model="m",probe="full",result="good",slo="tpot",target="sim"} 1
+llm_probe_slo_requests_total{model="m",probe="full",result="good",slo="ttft",target="sim"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "llm_probe_slo_requests_total"); err != nil {
+		t.Error(err)
 	}
 }
 
