@@ -39,6 +39,11 @@ type ProbeSeries struct {
 	// Asserts is true when the probe checks its answers, so it can end
 	// as wrong_answer whatever its protocol (answer_metrics.go).
 	Asserts bool
+	// PlannedInterval is the longest gap the probe's schedule plans
+	// between arrivals (schedule.Spec.PlannedInterval), exported as
+	// llm_probe_planned_interval_seconds; zero when it plans no steady
+	// gap, and then not exported. A change keeps the probe's series.
+	PlannedInterval time.Duration
 }
 
 // Histogram forms (ProbeSeries.Histograms): classic buckets, a native
@@ -123,6 +128,8 @@ const (
 // concurrent use with each other and with Collect.
 type ProbeMetrics struct {
 	d descs
+	// now is the time of a skipped arrival (time.Now; tests fix it).
+	now func() time.Time
 
 	mu     sync.RWMutex
 	series map[seriesKey]*series
@@ -137,6 +144,7 @@ type descs struct {
 	retry, tlsExpiry                           *prometheus.Desc
 	serverTiming, serverTimingInvalid          *prometheus.Desc
 	sched                                      schedDescs
+	streak                                     streakDescs
 }
 
 func newDescs() descs {
@@ -147,6 +155,7 @@ func newDescs() descs {
 	st, stInvalid := newServerTimingDescs(base)
 	return descs{
 		sched:     newSchedDescs(base),
+		streak:    newStreakDescs(base),
 		retry:     newRetryDesc(base),
 		tlsExpiry: newTLSExpiryDesc(base),
 		ttft: prometheus.NewDesc("llm_probe_time_to_first_token_seconds",
@@ -180,7 +189,7 @@ func newDescs() descs {
 			"Output tokens received by probe requests, the server's count where it reports one, else counted from chunks.",
 			base, nil),
 		slo: prometheus.NewDesc("llm_probe_slo_requests_total",
-			"Probe requests judged against each SLO the probe declares; failed requests are bad for every SLO.",
+			"Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO.",
 			with("slo", "result"), nil),
 		skip: prometheus.NewDesc("llm_probe_skipped_total",
 			"Planned probe requests the scheduler did not send, by reason.",
@@ -204,7 +213,7 @@ func newDescs() descs {
 
 // NewProbeMetrics returns an empty collector; probes appear through Add.
 func NewProbeMetrics() *ProbeMetrics {
-	return &ProbeMetrics{d: newDescs(), series: make(map[seriesKey]*series)}
+	return &ProbeMetrics{d: newDescs(), now: time.Now, series: make(map[seriesKey]*series)}
 }
 
 // Describe sends the fixed descriptor of every metric, making ProbeMetrics a
@@ -219,6 +228,7 @@ func (m *ProbeMetrics) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	m.d.sched.describe(ch)
+	m.d.streak.describe(ch)
 }
 
 // Collect sends the series of every probe.
@@ -241,13 +251,15 @@ func (m *ProbeMetrics) Collect(ch chan<- prometheus.Metric) {
 // exists with the same model and SLO keeps its series (a reload that changed
 // nothing must not reset counters); a changed model, SLO, protocol or
 // histogram form replaces them, because bucket layouts follow the SLO
-// thresholds and the outcome series follow the protocol.
+// thresholds and the outcome series follow the protocol. A changed planned
+// interval alone only changes its own series.
 func (m *ProbeMetrics) Add(ps ProbeSeries) {
 	k := seriesKey{ps.Target, ps.Probe}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if old, ok := m.series[k]; ok && old.model == ps.Model && old.slo == ps.SLO && old.protocol == ps.Protocol &&
 		old.form == histogramForm(ps.Histograms) && old.asserts == ps.Asserts {
+		old.streak.setPlanned(ps.PlannedInterval)
 		return
 	}
 	m.series[k] = newSeries(&m.d, ps)
@@ -286,10 +298,22 @@ func (m *ProbeMetrics) ObserveScheduleLag(target, probeName string, lag time.Dur
 	}
 }
 
-// Skipped counts one planned request the scheduler did not send.
+// Skipped counts one planned request the scheduler did not send. A skip
+// because the probe's or its target's in-flight requests were all still
+// held by the server (concurrency_limit, target_concurrency_limit) is a
+// failure of the server as a user arriving then would see it: it extends
+// the failure streak and is bad for every SLO the probe declares. Without
+// that, a server that hangs every request would show one failure per
+// timeout and an SLO that barely moves.
 func (m *ProbeMetrics) Skipped(target, probeName, reason string) {
-	if s := m.lookup(target, probeName); s != nil {
-		s.skipCounter(reason).Inc()
+	s := m.lookup(target, probeName)
+	if s == nil {
+		return
+	}
+	s.skipCounter(reason).Inc()
+	if countsAgainstProbe(reason) {
+		s.streak.failures.fail(m.now())
+		s.countSkipSLOs()
 	}
 }
 
@@ -353,6 +377,7 @@ type series struct {
 	skipped      map[string]*counter
 	skippedW     []prometheus.Metric
 	sched        schedSeries
+	streak       streakSeries
 	tls          tlsSeries
 }
 
@@ -469,6 +494,7 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 		s.newSkipCounter(reason, s.created)
 	}
 	s.sched.init(s)
+	s.streak.init(s, ps.PlannedInterval)
 	s.tls.init(s)
 	return s
 }
@@ -505,6 +531,7 @@ func (s *series) collect(ch chan<- prometheus.Metric) {
 		ch <- m
 	}
 	s.sched.collect(ch)
+	s.streak.collect(ch)
 	s.collectRetries(ch)
 	s.tls.collect(ch)
 	s.collectServerTimings(ch)
@@ -662,6 +689,7 @@ func (s *series) observe(r *probe.Result) {
 	if start.IsZero() {
 		start = time.Now()
 	}
+	s.streak.failures.observe(r.Outcome, start)
 	s.lastRun.Set(float64(start.UnixNano()) / 1e9)
 	s.ran.Store(true)
 }
@@ -698,6 +726,18 @@ func (s *series) countSLOs(r *probe.Result, ok, isStream bool) {
 		good = good && met
 	}
 	s.sloGoodput.count(good)
+}
+
+// countSkipSLOs counts an arrival skipped while the probe's or its
+// target's requests were all held by the server: bad for every SLO the
+// probe declares, as a failed request is.
+func (s *series) countSkipSLOs() {
+	if s.sloGoodput == nil {
+		return
+	}
+	s.sloTTFT.count(false)
+	s.sloTPOT.count(false)
+	s.sloGoodput.count(false)
 }
 
 // phaseHistogram is one phase's histogram and its labelled wrapper.

@@ -70,7 +70,9 @@ func streamedSuccess() *probe.Result {
 
 func TestExposition(t *testing.T) {
 	m := NewProbeMetrics()
-	m.Add(ProbeSeries{Target: "sim", Probe: "steady", Model: "m", SLO: testSLO, Protocol: probe.ProtocolOpenAIChat})
+	m.now = func() time.Time { return testStart.Add(45 * time.Second) }
+	m.Add(ProbeSeries{Target: "sim", Probe: "steady", Model: "m", SLO: testSLO, Protocol: probe.ProtocolOpenAIChat,
+		PlannedInterval: 15 * time.Second})
 	reg := newTestRegistry(t, m)
 
 	m.Observe("sim", "steady", streamedSuccess())
@@ -92,6 +94,8 @@ func TestExposition(t *testing.T) {
 		InputTokens: 10, OutputTokens: 1, Outcome: probe.OutcomeSuccess,
 	})
 	m.ObserveScheduleLag("sim", "steady", 2*time.Millisecond)
+	// A skip while the probe's request was held: bad for every SLO, and
+	// the start of a failure streak.
 	m.Skipped("sim", "steady", SkipReasonConcurrencyLimit)
 
 	expected := `
@@ -189,11 +193,11 @@ llm_probe_input_tokens_total{model="m",probe="steady",target="sim"} 30
 # HELP llm_probe_output_tokens_total Output tokens received by probe requests, the server's count where it reports one, else counted from chunks.
 # TYPE llm_probe_output_tokens_total counter
 llm_probe_output_tokens_total{model="m",probe="steady",target="sim"} 12
-# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests are bad for every SLO.
+# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO.
 # TYPE llm_probe_slo_requests_total counter
-llm_probe_slo_requests_total{model="m",probe="steady",result="bad",slo="goodput",target="sim"} 2
-llm_probe_slo_requests_total{model="m",probe="steady",result="bad",slo="tpot",target="sim"} 1
-llm_probe_slo_requests_total{model="m",probe="steady",result="bad",slo="ttft",target="sim"} 2
+llm_probe_slo_requests_total{model="m",probe="steady",result="bad",slo="goodput",target="sim"} 3
+llm_probe_slo_requests_total{model="m",probe="steady",result="bad",slo="tpot",target="sim"} 2
+llm_probe_slo_requests_total{model="m",probe="steady",result="bad",slo="ttft",target="sim"} 3
 llm_probe_slo_requests_total{model="m",probe="steady",result="good",slo="goodput",target="sim"} 1
 llm_probe_slo_requests_total{model="m",probe="steady",result="good",slo="tpot",target="sim"} 2
 llm_probe_slo_requests_total{model="m",probe="steady",result="good",slo="ttft",target="sim"} 1
@@ -211,6 +215,15 @@ llm_probe_last_time_to_first_token_seconds{model="m",probe="steady",target="sim"
 # HELP llm_probe_last_run_timestamp_seconds Unix time at which the last probe request started.
 # TYPE llm_probe_last_run_timestamp_seconds gauge
 llm_probe_last_run_timestamp_seconds{model="m",probe="steady",target="sim"} 1.70000003e+09
+# HELP llm_probe_consecutive_failures Arrivals since the probe's last successful run that failed (any outcome but success and wrong_answer) or were skipped with reason concurrency_limit or target_concurrency_limit; overdue skips do not count.
+# TYPE llm_probe_consecutive_failures gauge
+llm_probe_consecutive_failures{model="m",probe="steady",target="sim"} 1
+# HELP llm_probe_failing_since_timestamp_seconds Unix time of the first arrival of the current failure streak (llm_probe_consecutive_failures); 0 while there is none.
+# TYPE llm_probe_failing_since_timestamp_seconds gauge
+llm_probe_failing_since_timestamp_seconds{model="m",probe="steady",target="sim"} 1.700000045e+09
+# HELP llm_probe_planned_interval_seconds The longest gap the probe's schedule plans between two arrivals in normal operation; absent for closed loops and probes with active windows.
+# TYPE llm_probe_planned_interval_seconds gauge
+llm_probe_planned_interval_seconds{model="m",probe="steady",target="sim"} 15
 # HELP llm_probe_skipped_total Planned probe requests the scheduler did not send, by reason.
 # TYPE llm_probe_skipped_total counter
 llm_probe_skipped_total{model="m",probe="steady",reason="concurrency_limit",target="sim"} 1
@@ -278,6 +291,9 @@ func allMetricNames() []string {
 		"llm_probe_last_time_to_first_token_seconds",
 		"llm_probe_last_run_timestamp_seconds",
 		"llm_probe_slo_objective_ratio",
+		"llm_probe_consecutive_failures",
+		"llm_probe_failing_since_timestamp_seconds",
+		"llm_probe_planned_interval_seconds",
 	}
 }
 
@@ -349,7 +365,7 @@ func TestObjectiveOnlyDeclaresGoodput(t *testing.T) {
 	m.Observe("sim", "p", streamedSuccess())
 	m.Observe("sim", "p", &probe.Result{Outcome: probe.OutcomeTimeout})
 	const expected = `
-# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests are bad for every SLO.
+# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO.
 # TYPE llm_probe_slo_requests_total counter
 llm_probe_slo_requests_total{model="m",probe="p",result="bad",slo="goodput",target="sim"} 1
 llm_probe_slo_requests_total{model="m",probe="p",result="good",slo="goodput",target="sim"} 1
@@ -387,7 +403,7 @@ func TestNonStreamed(t *testing.T) {
 		t.Errorf("last TTFT exported without any streamed answer")
 	}
 	const expected = `
-# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests are bad for every SLO.
+# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO.
 # TYPE llm_probe_slo_requests_total counter
 llm_probe_slo_requests_total{model="m",probe="p",result="bad",slo="goodput",target="sim"} 1
 llm_probe_slo_requests_total{model="m",probe="p",result="bad",slo="tpot",target="sim"} 0
@@ -859,7 +875,7 @@ func TestStreamWithoutOutput(t *testing.T) {
 		t.Errorf("TTFT observed for a stream without output")
 	}
 	const expected = `
-# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests are bad for every SLO.
+# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO.
 # TYPE llm_probe_slo_requests_total counter
 llm_probe_slo_requests_total{model="m",probe="p",result="bad",slo="goodput",target="sim"} 1
 llm_probe_slo_requests_total{model="m",probe="p",result="bad",slo="tpot",target="sim"} 0

@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -163,4 +164,64 @@ target_discovery:
 	if n := testutil.CollectAndCount(m.up); n != 0 {
 		t.Errorf("%d up series after the source went", n)
 	}
+}
+
+// llm_prober_discovered_target_info has a series for every target Expand
+// created, with its module, and loses it when the target goes: its
+// endpoint leaves the source's list, or the source leaves the config. A
+// configured target of the same name is not a discovered one.
+func TestDiscoveredTargetInfo(t *testing.T) {
+	dir := t.TempDir()
+	sd := filepath.Join(dir, "targets.json")
+	write := func(body string) {
+		if err := os.WriteFile(sd, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`[{"targets": ["10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000"]}]`)
+	cfg := loadConfig(t, dir, `
+targets:
+  - {name: chat_10.0.0.3:8000, protocol: openai_chat, url: 'http://s:1', model: m, probes: [{name: p, schedule: {every: 15s}}]}
+modules:
+  chat: {protocol: openai_chat, model: m, allowed_targets: '.*'}
+target_discovery:
+  - module: chat
+    file_sd_configs: [{files: ['`+sd+`'], refresh_interval: 1h}]
+`)
+	reg := prometheus.NewPedanticRegistry()
+	m := NewManager(promslog.NewNopLogger(), reg, func() {})
+	defer m.Stop()
+	m.Apply(cfg)
+
+	const head = `
+# HELP llm_prober_discovered_target_info A target that target discovery created, probed with the module's probes; always 1, gone with the target.
+# TYPE llm_prober_discovered_target_info gauge
+`
+	check := func(when, want string) {
+		t.Helper()
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "llm_prober_discovered_target_info"); err != nil {
+			t.Errorf("%s: %v", when, err)
+		}
+	}
+	m.Expand(cfg)
+	check("first expansion", head+`llm_prober_discovered_target_info{module="chat",target="chat_10.0.0.1:8000"} 1
+llm_prober_discovered_target_info{module="chat",target="chat_10.0.0.2:8000"} 1
+`)
+
+	write(`[{"targets": ["10.0.0.2:8000"]}]`)
+	m.mu.Lock()
+	src := m.sources[0]
+	m.mu.Unlock()
+	if !m.refresh(context.Background(), src, time.Second) {
+		t.Fatal("the source's list did not change")
+	}
+	m.Expand(cfg)
+	check("after 10.0.0.1 left the list", head+`llm_prober_discovered_target_info{module="chat",target="chat_10.0.0.2:8000"} 1
+`)
+
+	cfg2 := *cfg
+	cfg2.TargetDiscovery = nil
+	m.Apply(&cfg2)
+	m.Expand(&cfg2)
+	check("after the source left the config", "")
 }

@@ -34,12 +34,17 @@ type Manager struct {
 	targets  *prometheus.GaugeVec
 	failures *prometheus.CounterVec
 	lastOK   *prometheus.GaugeVec
+	// info is llm_prober_discovered_target_info, one series per target
+	// the last Expand created.
+	info *prometheus.GaugeVec
 
 	mu      sync.Mutex
 	sources []*source
 	// refused logs once per endpoint that a module's allowed_targets
 	// refused, rather than at every refresh.
 	refused map[string]bool
+	// created is what the last Expand created: target name → module.
+	created map[string]string
 
 	// kubeClient makes the clients of kubernetes_sd_configs;
 	// namespaceFile is where the prober's own namespace is read.
@@ -104,12 +109,17 @@ func NewManager(logger *slog.Logger, reg prometheus.Registerer, changed func()) 
 			Name: "llm_prober_discovery_last_success_timestamp_seconds",
 			Help: "Unix time of the discovery source's last successful refresh.",
 		}, labels),
+		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "llm_prober_discovered_target_info",
+			Help: "A target that target discovery created, probed with the module's probes; always 1, gone with the target.",
+		}, []string{"target", "module"}),
 		refused:       map[string]bool{},
+		created:       map[string]string{},
 		kubeClient:    NewKubeClient,
 		namespaceFile: ServiceAccountNamespaceFile,
 	}
 	if reg != nil {
-		reg.MustRegister(m.up, m.targets, m.failures, m.lastOK)
+		reg.MustRegister(m.up, m.targets, m.failures, m.lastOK, m.info)
 	}
 	return m
 }
@@ -379,11 +389,15 @@ func fetchHTTP(ctx context.Context, client *http.Client, url string) ([]Group, e
 // Expand is cfg with a target for every discovered endpoint, probed with
 // its source's module. cfg is not changed. A configured target of the same
 // name wins; an endpoint the module's allowed_targets refuses is logged
-// once and left out.
+// once and left out. The targets it creates are the series of
+// llm_prober_discovered_target_info from then on, so that rules can tell
+// discovered targets, and their module, from configured ones.
 func (m *Manager) Expand(cfg *config.Config) *config.Config {
 	m.mu.Lock()
 	srcs := slices.Clone(m.sources)
 	m.mu.Unlock()
+	created := map[string]string{}
+	defer m.setCreated(created)
 	if len(srcs) == 0 {
 		return cfg
 	}
@@ -417,8 +431,25 @@ func (m *Manager) Expand(cfg *config.Config) *config.Config {
 				continue
 			}
 			names[name] = true
+			created[name] = s.module
 			out.Targets = append(out.Targets, t)
 		}
 	}
 	return &out
+}
+
+// setCreated makes created the discovered targets of the info series:
+// new ones appear, gone ones (or ones now of another module) lose theirs.
+func (m *Manager) setCreated(created map[string]string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for name, module := range m.created {
+		if created[name] != module {
+			m.info.DeleteLabelValues(name, module)
+		}
+	}
+	for name, module := range created {
+		m.info.WithLabelValues(name, module).Set(1)
+	}
+	m.created = created
 }

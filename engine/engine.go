@@ -139,8 +139,13 @@ func (e *Engine) Apply(cfg *config.Config) {
 		for _, pc := range t.Probes {
 			w := cfg.Workloads[pc.Workload]
 			model := pc.ModelFor(t) // a discovered probe's own model
+			spec := pc.Schedule.Spec()
+			planned, ok := spec.PlannedInterval()
+			if !ok {
+				planned = 0 // no steady gap: not exported
+			}
 			e.metrics.Add(collector.ProbeSeries{Target: t.Name, Probe: pc.Name, Model: model, SLO: pc.CollectorSLO(), Protocol: t.Protocol, Histograms: t.Histograms,
-				Asserts: len(pc.Assertions()) > 0})
+				Asserts: len(pc.Assertions()) > 0, PlannedInterval: planned})
 			info := Info{Target: t.Name, Probe: pc.Name, Model: model, Protocol: t.Protocol, Endpoint: t.Endpoint(),
 				Assertions: pc.Assertions().Names(), Histograms: t.Histograms, Cancel: pc.Cancel != nil, Sequence: pc.Sequence()}
 			for _, s := range e.sinks {
@@ -148,7 +153,7 @@ func (e *Engine) Apply(cfg *config.Config) {
 			}
 			newSeries[[2]string{t.Name, pc.Name}] = true
 			p := newProbe(t, pc, w, ts.driver, e.running)
-			jobs = append(jobs, e.job(p, pc.Schedule.Spec(), ts.fingerprint+fingerprint(pc, w), ts.limiter))
+			jobs = append(jobs, e.job(p, spec, ts.fingerprint+fingerprint(pc, w), ts.limiter))
 		}
 	}
 	e.runner.Apply(jobs)
