@@ -35,8 +35,8 @@ func NewPrefixMetrics() *PrefixMetrics {
 	base := []string{"target", "probe", "model"}
 	return &PrefixMetrics{
 		ttft: prometheus.NewDesc("llm_probe_prefix_time_to_first_token_seconds",
-			"Time to first token of session and shared_prefix probes' successful streams, by prefix cache state: cold for each run's first request, warm for the later ones that resend its prefix.",
-			append(base[:3:3], "cache"), nil),
+			"Time to first token of session and shared_prefix probes' successful streams, by prefix cache state: cold for each run's first request, warm for the later ones that resend its prefix; mode is the probe's kind (session turns add new tokens, shared_prefix requests do not).",
+			append(base[:3:3], "cache", "mode"), nil),
 		ratio: prometheus.NewDesc("llm_probe_prefix_warm_cold_ttft_ratio",
 			"Mean TTFT of the warm requests of the probe's last run with both kinds, over its cold request's TTFT; near 1 when the server's prefix cache does not help.",
 			base, nil),
@@ -50,6 +50,8 @@ func NewPrefixMetrics() *PrefixMetrics {
 // PrefixSeries identifies one session or shared_prefix probe.
 type PrefixSeries struct {
 	Target, Probe, Model string
+	// Mode is "session" or "shared_prefix" (the mode label).
+	Mode string
 	// Histograms is the target's histogram form (ProbeSeries.Histograms).
 	Histograms string
 }
@@ -71,13 +73,13 @@ type PrefixRequest struct {
 	Result *probe.Result
 }
 
-// Add creates or keeps a probe's series; a changed model or histogram
+// Add creates or keeps a probe's series; a changed model, mode or histogram
 // form replaces them.
 func (m *PrefixMetrics) Add(ps PrefixSeries) {
 	k := seriesKey{ps.Target, ps.Probe}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old, ok := m.series[k]; ok && old.spec.Model == ps.Model && histogramForm(old.spec.Histograms) == histogramForm(ps.Histograms) {
+	if old, ok := m.series[k]; ok && old.spec.Model == ps.Model && old.spec.Mode == ps.Mode && histogramForm(old.spec.Histograms) == histogramForm(ps.Histograms) {
 		return
 	}
 	form := histogramForm(ps.Histograms)
@@ -90,8 +92,8 @@ func (m *PrefixMetrics) Add(ps PrefixSeries) {
 	s.cached = newCounter(m.cached, s.labels, timestamppb.Now())
 	s.ratio.Store(math.Float64bits(math.NaN()))
 	s.metrics = []prometheus.Metric{
-		newLabelled(m.ttft, s.cold, s.labels.with("cache", PrefixCold)),
-		newLabelled(m.ttft, s.warm, s.labels.with("cache", PrefixWarm)),
+		newLabelled(m.ttft, s.cold, s.labels.with("cache", PrefixCold, "mode", ps.Mode)),
+		newLabelled(m.ttft, s.warm, s.labels.with("cache", PrefixWarm, "mode", ps.Mode)),
 		s.cached,
 	}
 	m.series[k] = s

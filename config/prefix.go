@@ -42,6 +42,20 @@ var prefixProtocols = []string{probe.ProtocolOpenAIChat, probe.ProtocolOpenAICom
 // (session or shared_prefix).
 func (p *Probe) Sequence() bool { return p.Session != nil || p.SharedPrefix != nil }
 
+// SequenceMode is "session" or "shared_prefix" for those probes, "" for
+// the others: the prefix series carry it as their mode label, because a
+// session's warm turns add new tokens and a shared prefix's do not, so
+// their warm/cold ratios mean different things.
+func (p *Probe) SequenceMode() string {
+	switch {
+	case p.Session != nil:
+		return "session"
+	case p.SharedPrefix != nil:
+		return "shared_prefix"
+	}
+	return ""
+}
+
 // validateSequence checks session and shared_prefix of p (at path, the
 // probe's) for a target of protocol.
 func (p *Probe) validateSequence(d *decoder, path, protocol string) {

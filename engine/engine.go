@@ -27,8 +27,10 @@ type Info struct {
 	// Cancel is set for a cancellation probe (cancel:).
 	Cancel bool
 	// Sequence is true for session and shared_prefix probes, whose runs
-	// are sequences of requests (SequenceSink).
-	Sequence bool
+	// are sequences of requests (SequenceSink); SequenceMode says which
+	// ("session" or "shared_prefix").
+	Sequence     bool
+	SequenceMode string
 }
 
 // Sink receives the probes of every applied configuration and each result
@@ -147,7 +149,7 @@ func (e *Engine) Apply(cfg *config.Config) {
 			e.metrics.Add(collector.ProbeSeries{Target: t.Name, Probe: pc.Name, Model: model, SLO: pc.CollectorSLO(), Protocol: t.Protocol, Histograms: t.Histograms,
 				Asserts: len(pc.Assertions()) > 0, PlannedInterval: planned})
 			info := Info{Target: t.Name, Probe: pc.Name, Model: model, Protocol: t.Protocol, Endpoint: t.Endpoint(),
-				Assertions: pc.Assertions().Names(), Histograms: t.Histograms, Cancel: pc.Cancel != nil, Sequence: pc.Sequence()}
+				Assertions: pc.Assertions().Names(), Histograms: t.Histograms, Cancel: pc.Cancel != nil, Sequence: pc.Sequence(), SequenceMode: pc.SequenceMode()}
 			for _, s := range e.sinks {
 				s.Add(info)
 			}

@@ -13,7 +13,7 @@ type prefixSink struct{ m *collector.PrefixMetrics }
 
 func (s prefixSink) Add(i Info) {
 	if i.Sequence {
-		s.m.Add(collector.PrefixSeries{Target: i.Target, Probe: i.Probe, Model: i.Model, Histograms: i.Histograms})
+		s.m.Add(collector.PrefixSeries{Target: i.Target, Probe: i.Probe, Model: i.Model, Mode: i.SequenceMode, Histograms: i.Histograms})
 	} else {
 		s.m.Remove(i.Target, i.Probe) // a probe that stopped being one
 	}

@@ -75,8 +75,8 @@ func TestDaemonExportsPrefixMetrics(t *testing.T) {
 		t.Errorf("ratio %v, want < 0.3", v)
 	}
 	for _, want := range []string{
-		`llm_probe_prefix_time_to_first_token_seconds_count{cache="cold",model="sim-llm",probe="prefix",target="sim"}`,
-		`llm_probe_prefix_time_to_first_token_seconds_count{cache="warm",model="sim-llm",probe="prefix",target="sim"}`,
+		`llm_probe_prefix_time_to_first_token_seconds_count{cache="cold",mode="shared_prefix",model="sim-llm",probe="prefix",target="sim"}`,
+		`llm_probe_prefix_time_to_first_token_seconds_count{cache="warm",mode="shared_prefix",model="sim-llm",probe="prefix",target="sim"}`,
 		`llm_probe_cached_input_tokens_total{model="sim-llm",probe="prefix",target="sim"}`,
 	} {
 		if !strings.Contains(body, want) {
