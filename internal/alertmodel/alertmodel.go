@@ -387,7 +387,7 @@ func (v Verdict) needs(b *strings.Builder, perHour int, goal string) {
 // hard outage and (with an objective) a 2× regression bring.
 func (v Verdict) Summary() string {
 	if !v.Known {
-		return "closed loop: its rate is the server's, so when its alerts fire cannot be predicted"
+		return "no planned rate (a closed loop runs as fast as the server answers), so when its alerts fire cannot be predicted"
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "a hard outage pages after ~%s", Approx(v.HardOutage))
@@ -420,6 +420,25 @@ func (v Verdict) Summary() string {
 		}
 	}
 	return b.String()
+}
+
+// Short is the verdict in a few words, for a table cell: "outage pages
+// ~11m, 2× SLO ~16m".
+func (v Verdict) Short() string {
+	if !v.Known {
+		return "alert times unknown: no planned rate"
+	}
+	s := "outage pages ~" + Approx(v.HardOutage)
+	if !v.HasSLO {
+		return s
+	}
+	switch g := v.Regression; {
+	case g.Pages:
+		return s + ", 2× SLO ~" + Approx(g.PageAfter)
+	case g.Alerts:
+		return s + ", 2× SLO tickets ~" + Approx(g.AlertAfter)
+	}
+	return s + ", 2× SLO never alerts"
 }
 
 // Lines is the verdict in full, a line each: the summary, the stopped

@@ -232,6 +232,17 @@ func TestSummaryAndLines(t *testing.T) {
 		t.Errorf("Warnings %q, want %q", v.Warnings, wantWarning)
 	}
 
+	for p, want := range map[Probe]string{
+		{Interval: 5 * time.Minute, Objective: 0.999}: "outage pages ~11m, 2× SLO ~16m",
+		{Interval: 2 * time.Hour, Objective: 0.99}:    "outage pages ~4h1m, 2× SLO tickets ~8h1m",
+		{Interval: 5 * time.Second}:                   "outage pages ~2m20s",
+		{}:                                            "alert times unknown: no planned rate",
+	} {
+		if got := Predict(p).Short(); got != want {
+			t.Errorf("Short of %+v = %q, want %q", p, got, want)
+		}
+	}
+
 	v = Predict(Probe{})
 	if v.Known || !strings.Contains(v.Summary(), "closed loop") || len(v.Warnings) != 0 {
 		t.Errorf("closed loop: %+v %q", v, v.Summary())
