@@ -1,10 +1,60 @@
 package config
 
 import (
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/llm-prober/llm-prober/internal/alertmodel"
 	"github.com/llm-prober/llm-prober/schedule"
 )
+
+// Summary describes the schedule in a few words, for the status page and
+// check-config: "every 15s", "rate 30/m (poisson)", "burst 8 at * * * * *".
+func (s *Schedule) Summary() string {
+	var out string
+	switch {
+	case len(s.Stages) > 0:
+		out = strconv.Itoa(len(s.Stages)) + " stages"
+	case s.Every > 0:
+		out = "every " + s.Every.String()
+	case !s.Rate.IsZero():
+		out = "rate " + s.Rate.String()
+		if s.Distribution == "poisson" {
+			out += " (poisson)"
+		}
+	case s.Concurrency > 0:
+		out = "concurrency " + strconv.Itoa(s.Concurrency)
+	case s.Burst > 0 && !s.Cron.IsZero():
+		out = "burst " + strconv.Itoa(s.Burst) + " at " + s.Cron.String()
+	case s.Burst > 0:
+		out = "burst " + strconv.Itoa(s.Burst) + " every " + s.Period.String()
+	}
+	if len(s.Active) > 0 {
+		out += ", active " + strings.Join(s.Active.Strings(), " | ")
+	}
+	return out
+}
+
+// AlertModel is what the alert model needs of the probe: its mean
+// interval (0 for closed loops), burst size, timeout and objective.
+func (p *Probe) AlertModel() alertmodel.Probe {
+	m := alertmodel.Probe{Timeout: time.Duration(p.Timeout)}
+	if iv, ok := p.Schedule.MeanInterval(); ok {
+		m.Interval = iv
+		m.Burst = p.Schedule.Burst
+	}
+	if p.SLO != nil {
+		m.Objective = p.SLO.Objective
+	}
+	return m
+}
+
+// AlertVerdict is what the shipped alert rules can do for the probe
+// (alertmodel.Predict), for check-config and the status page.
+func (p *Probe) AlertVerdict() alertmodel.Verdict {
+	return alertmodel.Predict(p.AlertModel())
+}
 
 // MeanInterval is the schedule's planned mean interval between arrivals,
 // what the alert model (internal/alertmodel) predicts from: every (jitter
