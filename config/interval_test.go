@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+
+	"github.com/llm-prober/llm-prober/internal/alertmodel"
 )
 
 func TestMeanInterval(t *testing.T) {
@@ -41,5 +43,29 @@ func TestMeanInterval(t *testing.T) {
 		if got != c.want || ok != c.ok {
 			t.Errorf("%s: MeanInterval() = %s, %v; want %s, %v", c.name, got, ok, c.want, c.ok)
 		}
+	}
+}
+
+// TestAlertModel: what the alert verdict is given: the mean interval and
+// burst size of the schedule, the timeout, the objective.
+func TestAlertModel(t *testing.T) {
+	d := func(x time.Duration) model.Duration { return model.Duration(x) }
+	for _, c := range []struct {
+		p    Probe
+		want alertmodel.Probe
+	}{
+		{Probe{Schedule: Schedule{Every: d(time.Minute)}, Timeout: d(30 * time.Second), SLO: &SLO{Objective: 0.99}},
+			alertmodel.Probe{Interval: time.Minute, Timeout: 30 * time.Second, Objective: 0.99}},
+		{Probe{Schedule: Schedule{Burst: 8, Period: d(time.Minute)}},
+			alertmodel.Probe{Interval: 7500 * time.Millisecond, Burst: 8}},
+		{Probe{Schedule: Schedule{Concurrency: 8}, Timeout: d(time.Second)},
+			alertmodel.Probe{Timeout: time.Second}},
+	} {
+		if got := c.p.AlertModel(); got != c.want {
+			t.Errorf("%+v: AlertModel() = %+v, want %+v", c.p.Schedule, got, c.want)
+		}
+	}
+	if v := (&Probe{Schedule: Schedule{Every: d(5 * time.Minute)}}).AlertVerdict(); !v.Known || v.HardOutage != 645*time.Second {
+		t.Errorf("AlertVerdict of every 5m: %+v", v)
 	}
 }
