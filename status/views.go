@@ -102,7 +102,12 @@ type alertingView struct {
 func alertingOf(pc *config.Probe) alertingView {
 	v := pc.AlertVerdict()
 	a := alertingView{Short: v.Short(), Summary: v.Summary(), Assumptions: v.Rules.Assumptions(), Warnings: v.Warnings}
-	if v.Known {
+	switch {
+	case len(pc.Schedule.Active) > 0:
+		// Its gaps include the closed windows: no planned interval is
+		// exported, and LLMProbeNotRunning does not watch it.
+		a.NotRunning = "LLMProbeNotRunning does not watch a probe with active windows."
+	case v.Known:
 		a.NotRunning = fmt.Sprintf("If it stops running, LLMProbeNotRunning tickets after ~%s.", alertmodel.Approx(v.NotRunning))
 	}
 	a.Title = a.Summary
