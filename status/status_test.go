@@ -304,3 +304,42 @@ func benchPage(b *testing.B, hd *Handler, path string) {
 	}
 	b.ReportMetric(float64(size), "bytes/page")
 }
+
+// TestAlertingVerdict: "/" shows under each schedule how soon the alerts
+// fire, marked when a target is missed; the probe page has it in full,
+// with the warnings.
+func TestAlertingVerdict(t *testing.T) {
+	cfg, h := fixture(t, 1, 3, 5)
+	probes := cfg.Targets[0].Probes
+	probes[0].Schedule = config.Schedule{Every: model.Duration(5 * time.Minute)}
+	probes[0].SLO = &config.SLO{TTFT: model.Duration(time.Second), Objective: 0.999}
+	probes[0].Timeout = model.Duration(time.Minute)
+	probes[1].Schedule = config.Schedule{Every: model.Duration(30 * time.Second)}
+	probes[1].SLO = &config.SLO{TTFT: model.Duration(time.Second), Objective: 0.8}
+	probes[2].Schedule = config.Schedule{Concurrency: 2}
+	hd := newHandler(t, cfg, h, nil, nil)
+	_, _, body := serve(t, hd, "/")
+	rows := strings.Split(body, `<tr class="probe`)[1:]
+	if len(rows) != 3 {
+		t.Fatalf("%d probe rows", len(rows))
+	}
+	for i, want := range []string{
+		`<td>every 5m<br><span class="alerting muted" title="a hard outage pages after ~11m (a hung server ~12m); a 2× regression of its 99.9% objective pages after ~16m; a page within 10m needs ≥ 20 requests/hour (has 12)">outage pages ~11m, 2× SLO ~16m</span></td>`,
+		`<td>every 30s<br><span class="alerting fail" title="a hard outage pages after ~2m45s; a 2× regression of its 80% objective pages after ~21m; no probe rate pages within 10m at this objective` + "\n" +
+			`WARNING: a 2× regression of the 80% objective pages after ~21m, not within 10m; no probe rate gets a page within 10m at this objective">warning: outage pages ~2m45s, 2× SLO ~21m</span></td>`,
+		`<td>concurrency 2<br><span class="alerting muted" title="no planned rate (a closed loop runs as fast as the server answers), so when its alerts fire cannot be predicted">alert times unknown: no planned rate</span></td>`,
+	} {
+		if !strings.Contains(rows[i], want) {
+			t.Errorf("probe row %d lacks\n%s\nin\n%s", i, want, rows[i])
+		}
+	}
+	_, _, body = serve(t, hd, "/probes/target-0/probe-1")
+	for _, want := range []string{
+		`<p class="meta alerting">Alerting: a hard outage pages after ~2m45s; a 2× regression of its 80% objective pages after ~21m; no probe rate pages within 10m at this objective. If it stops running, LLMProbeNotRunning tickets after ~2m15s. <span class="muted">(assuming Prometheus scrapes the prober every 15s and evaluates the rules every 30s; times are worst cases at the planned mean rate.)</span></p>`,
+		`<p class="meta fail alerting-warning">Warning: a 2× regression of the 80% objective pages after ~21m, not within 10m; no probe rate gets a page within 10m at this objective.</p>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("probe page lacks\n%s", want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/llm-prober/llm-prober/collector"
 	"github.com/llm-prober/llm-prober/config"
+	"github.com/llm-prober/llm-prober/internal/alertmodel"
 	"github.com/llm-prober/llm-prober/internal/display"
 	"github.com/llm-prober/llm-prober/internal/stats"
 	"github.com/llm-prober/llm-prober/probe"
@@ -75,6 +76,8 @@ type serverModelView struct {
 type probeRow struct {
 	Name, Link string
 	Schedule   string
+	// Alerting is what the shipped alert rules can do for the probe.
+	Alerting alertingView
 	// Known is false when the history keeps nothing for the probe.
 	Known, HasResults, OK bool
 	Outcome, When, Ago    string
@@ -85,6 +88,33 @@ type probeRow struct {
 	// Charts are the sparklines of the kept results: TTFT and TPOT, or
 	// end-to-end for a probe whose answers are not streamed.
 	Charts []sparkView
+}
+
+// alertingView is the alert model's verdict on a probe
+// (config.Probe.AlertVerdict): Short for the index's table, Summary,
+// NotRunning and Assumptions for the probe page, Title (the summary and
+// the warnings) as the short form's tooltip.
+type alertingView struct {
+	Short, Summary, NotRunning, Assumptions, Title string
+	Warnings                                       []string
+}
+
+func alertingOf(pc *config.Probe) alertingView {
+	v := pc.AlertVerdict()
+	a := alertingView{Short: v.Short(), Summary: v.Summary(), Assumptions: v.Rules.Assumptions(), Warnings: v.Warnings}
+	switch {
+	case len(pc.Schedule.Active) > 0:
+		// Its gaps include the closed windows: no planned interval is
+		// exported, and LLMProbeNotRunning does not watch it.
+		a.NotRunning = "LLMProbeNotRunning does not watch a probe with active windows."
+	case v.Known:
+		a.NotRunning = fmt.Sprintf("If it stops running, LLMProbeNotRunning tickets after ~%s.", alertmodel.Approx(v.NotRunning))
+	}
+	a.Title = a.Summary
+	for _, w := range v.Warnings {
+		a.Title += "\nWARNING: " + w
+	}
+	return a
 }
 
 type gpuView struct {
@@ -129,7 +159,7 @@ func (h *Handler) indexView(cfg *config.Config, st state) indexView {
 }
 
 func (h *Handler) probeRow(t *config.Target, pc *config.Probe, now time.Time, sc *chartScratch) probeRow {
-	row := probeRow{Name: pc.Name, Link: h.opts.Root + ProbePath(t.Name, pc.Name), Schedule: scheduleOf(pc)}
+	row := probeRow{Name: pc.Name, Link: h.opts.Root + ProbePath(t.Name, pc.Name), Schedule: scheduleOf(pc), Alerting: alertingOf(pc)}
 	s, ok := h.opts.History.Summary(t.Name, pc.Name)
 	if !ok {
 		return row
@@ -171,31 +201,7 @@ func charts(pc *config.Probe, pts []PlotPoint, sc *chartScratch) []sparkView {
 }
 
 // scheduleOf describes a probe's schedule in a few words.
-func scheduleOf(pc *config.Probe) string {
-	sc := pc.Schedule
-	var s string
-	switch {
-	case len(sc.Stages) > 0:
-		s = strconv.Itoa(len(sc.Stages)) + " stages"
-	case sc.Every > 0:
-		s = "every " + sc.Every.String()
-	case !sc.Rate.IsZero():
-		s = "rate " + sc.Rate.String()
-		if sc.Distribution == "poisson" {
-			s += " (poisson)"
-		}
-	case sc.Concurrency > 0:
-		s = "concurrency " + strconv.Itoa(sc.Concurrency)
-	case sc.Burst > 0 && !sc.Cron.IsZero():
-		s = "burst " + strconv.Itoa(sc.Burst) + " at " + sc.Cron.String()
-	case sc.Burst > 0:
-		s = "burst " + strconv.Itoa(sc.Burst) + " every " + sc.Period.String()
-	}
-	if len(sc.Active) > 0 {
-		s += ", active " + strings.Join(sc.Active.Strings(), " | ")
-	}
-	return s
-}
+func scheduleOf(pc *config.Probe) string { return pc.Schedule.Summary() }
 
 func serverViewOf(s *collector.ServerSnapshot, cfg *config.ServerMetrics, now time.Time) *serverView {
 	v := &serverView{URL: display.Endpoint(cfg.URL), Kind: cfg.Kind, State: "not scraped yet"}
