@@ -110,7 +110,11 @@ func TestEndToEnd(t *testing.T) {
 	prober.WaitReady(t, "http://"+proberAddr)
 
 	promCfg := filepath.Join(dir, "prometheus.yml")
-	testutil.WriteFile(t, promCfg, fmt.Sprintf(prometheusConfig, filepath.Join(root, "alerts", "llm-prober-rules.yml"), proberAddr))
+	// The shipped rules, with the 30-day budget group (every 5m) evaluated
+	// as often as the SLO rules, so that the overview's budget panel has
+	// data within the run.
+	rulesPath := cappedRules(t, filepath.Join(root, "alerts", "llm-prober-rules.yml"), 30*time.Second)
+	testutil.WriteFile(t, promCfg, fmt.Sprintf(prometheusConfig, rulesPath, proberAddr))
 	prom := testutil.StartProcess(t, "prometheus", exec.Command(prometheusBin,
 		"--config.file="+promCfg,
 		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
