@@ -401,3 +401,17 @@ func TestHistogramQueriesEveryMode(t *testing.T) {
 		}
 	}
 }
+
+func TestReadsAlerts(t *testing.T) {
+	for expr, want := range map[string]bool{
+		`ALERTS{alertstate="firing"}`:                               true,
+		`count by (alertname) (ALERTS {job=~"$job"})`:               true,
+		`ALERTS_FOR_STATE{alertname="x"}`:                           true,
+		`llm_probe_success{target=~"$target"}`:                      false,
+		`sum(rate(MY_ALERTS_total{job=~"$job"}[$__rate_interval]))`: false,
+	} {
+		if got := (Query{Expr: expr}).ReadsAlerts(); got != want {
+			t.Errorf("ReadsAlerts(%s) = %v, want %v", expr, got, want)
+		}
+	}
+}

@@ -219,6 +219,14 @@ type Query struct {
 	Kind string
 }
 
+var alertsRE = regexp.MustCompile(`\bALERTS(?:_FOR_STATE)?\s*[{\[]`)
+
+// ReadsAlerts reports whether the query reads Prometheus' ALERTS series
+// (the alert annotation, the firing-alerts panel): it has data only while
+// an alert is active, so tests that want data from every query check
+// these once an alert fires.
+func (q Query) ReadsAlerts() bool { return alertsRE.MatchString(q.Expr) }
+
 // Queries returns every PromQL expression of a parsed dashboard: panel
 // targets, the series selectors of label_values() variables, and
 // annotation queries.

@@ -73,16 +73,20 @@ local common = import 'common.libsonnet';
     ) + [
       g.timeseries(
         'GPU power',
-        'Board power draw and the enforced limit.',
+        'Board power draw as sampled at each scrape, its mean over the rate interval from the energy counter (exact between scrapes: a sampled draw can miss short peaks), and the enforced limit.',
         'watt',
-        [g.q(on(src.power), legend)]
+        [
+          g.q(on(src.power), legend),
+          g.q(on(src.meanPower('$__rate_interval')), legend + ' mean'),
+        ]
         + (if src.powerLimit == null then [] else [g.q(on(src.powerLimit), legend + ' limit')]),
       ) + g.size(12, 8),
-      g.timeseries(
-        'GPU energy',
-        'Energy the GPUs used per second (watts, from the energy counter), to set beside tokens per second.',
-        'watt',
-        [g.q(on(src.energyWatts('$__rate_interval')), legend)],
+      g.stat(
+        'GPU energy over the dashboard range',
+        'Energy each GPU used over the selected time range, from its energy counter (increase over the range, in joules: 1 kWh = 3.6 MJ); set it beside the tokens the server generated in the same range.',
+        'joule',
+        [['blue', null]],
+        [g.instant(on(src.energy('$__range')), legend)],
       ) + g.size(12, 8),
       g.timeseries(
         'GPU temperature',

@@ -56,7 +56,11 @@ local promql = import 'promql.libsonnet';
     powerLimit:: s('llm_gpu_power_limit_watts'),
     temperature:: s('llm_gpu_temperature_celsius'),
     smClock:: s('llm_gpu_sm_clock_hertz'),
-    energyWatts(w):: 'rate(%s[%s])' % [s('llm_gpu_energy_joules_total'), w],
+    // meanPower: watts averaged over w, from the energy counter (exact
+    // where power samples are only a scrape's instant); energy: joules
+    // used within w.
+    meanPower(w):: 'rate(%s[%s])' % [s('llm_gpu_energy_joules_total'), w],
+    energy(w):: 'increase(%s[%s])' % [s('llm_gpu_energy_joules_total'), w],
     // clockEvents: 1 while a reason holds clocks down, label reason.
     clockEvents(reasons):: s('llm_gpu_clock_throttle_reason', ['reason=~"%s"' % std.join('|', reasons)]),
     // xidEvents: XID errors per GPU and code over w, label xid.
@@ -102,7 +106,9 @@ local promql = import 'promql.libsonnet';
     powerLimit:: null,
     temperature:: rl(sel('DCGM_FI_DEV_GPU_TEMP')),
     smClock:: rl(sel('DCGM_FI_DEV_SM_CLOCK') + ' * 1e6'),
-    energyWatts(w):: rl('rate(%s[%s]) / 1000' % [sel('DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION'), w]),
+    // The energy counter is in mJ.
+    meanPower(w):: rl('rate(%s[%s]) / 1000' % [sel('DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION'), w]),
+    energy(w):: rl('increase(%s[%s]) / 1000' % [sel('DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION'), w]),
     // The reasons bitmask, one 0/1 series per reason, as llm_gpu_* has.
     clockEvents(reasons):: std.join('\nor\n', [
       rl('label_replace(floor(%s / %d) %% 2, "reason", "%s", "", "")' % [sel('DCGM_FI_DEV_CLOCKS_EVENT_REASONS'), $.reasonBits[r], r])

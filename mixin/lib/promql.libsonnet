@@ -68,6 +68,27 @@
       'sum by (%s) (rate(%s[%s]))' % [by, self.series(metric + '_count', matchers), window],
     ),
 
+  // histogramHeatmap is histogram metric's observations per second in each
+  // bucket over window, summed over the selected series, for a heatmap: the
+  // native histogram as it is, or the classic buckets by le. A probe's
+  // classic layout adds its own SLO thresholds to a shared ladder, and
+  // summing an le only some series have would make the cumulative counts
+  // fall back; so the classic form keeps the boundaries every selected
+  // series has (the count of series with that le equals the number of
+  // series).
+  histogramHeatmap(metric, matchers, window)::
+    local bucket = $.series(metric + '_bucket', matchers);
+    self.eitherForm(
+      'sum(rate(%s[%s]))' % [$.series(metric, matchers), window],
+      std.rstripChars(|||
+        sum by (le) (
+            rate(%(b)s[%(w)s])
+          and on (le)
+            (count by (le) (%(b)s) == scalar(count(count without (le) (%(b)s))))
+        )
+      ||| % { b: bucket, w: window }, '\n'),
+    ),
+
   // durationSeconds reads a one-unit Prometheus duration ("30s", "5m",
   // "1h", "1d", "1w") as seconds, to order windows.
   durationSeconds(d)::

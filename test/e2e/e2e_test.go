@@ -110,7 +110,11 @@ func TestEndToEnd(t *testing.T) {
 	prober.WaitReady(t, "http://"+proberAddr)
 
 	promCfg := filepath.Join(dir, "prometheus.yml")
-	testutil.WriteFile(t, promCfg, fmt.Sprintf(prometheusConfig, filepath.Join(root, "alerts", "llm-prober-rules.yml"), proberAddr))
+	// The shipped rules, with the 30-day budget group (every 5m) evaluated
+	// as often as the SLO rules, so that the overview's budget panel has
+	// data within the run.
+	rulesPath := cappedRules(t, filepath.Join(root, "alerts", "llm-prober-rules.yml"), 30*time.Second)
+	testutil.WriteFile(t, promCfg, fmt.Sprintf(prometheusConfig, rulesPath, proberAddr))
 	prom := testutil.StartProcess(t, "prometheus", exec.Command(prometheusBin,
 		"--config.file="+promCfg,
 		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
@@ -167,8 +171,8 @@ func TestEndToEnd(t *testing.T) {
 		!strings.Contains(fired.Annotations["description"], "sim-flaky") {
 		t.Errorf("fired alert annotations: %v", fired.Annotations)
 	}
-	// The dashboards' alert annotation query sees it too.
-	t.Run("dashboard annotations", func(t *testing.T) { checkAnnotations(ctx, t, api, root) })
+	// The dashboards' alert annotation and firing-alerts panel see it too.
+	t.Run("dashboard alert queries", func(t *testing.T) { checkAlertQueries(ctx, t, api, root) })
 
 	// Restore the flaky simulator: the next success resolves the alert.
 	flaky.Stop()
@@ -453,7 +457,7 @@ func checkDashboards(ctx context.Context, t *testing.T, api *promAPI, root strin
 	exempt := 0
 	for name, d := range readDashboards(t, root) {
 		for _, q := range dashboards.Queries(d) {
-			if q.Kind == "annotation" || strings.Contains(q.Expr, "llm_gpu_") || strings.Contains(q.Expr, "vllm:") {
+			if q.ReadsAlerts() || strings.Contains(q.Expr, "llm_gpu_") || strings.Contains(q.Expr, "vllm:") {
 				exempt++
 				continue
 			}
@@ -475,15 +479,20 @@ func checkDashboards(ctx context.Context, t *testing.T, api *promAPI, root strin
 		}
 		return len(empty) == 0, fmt.Sprintf("%d of %d without data:\n%s", len(empty), len(checks), strings.Join(empty, "\n"))
 	})
-	t.Logf("%d dashboard queries return data (%d exempt: GPU panels, alert annotations, vLLM's own series)", len(checks), exempt)
+	t.Logf("%d dashboard queries return data (%d exempt: GPU panels, vLLM's own series, and the queries of alerts, checked once one fires)", len(checks), exempt)
 }
 
-func checkAnnotations(ctx context.Context, t *testing.T, api *promAPI, root string) {
+// checkAlertQueries: with an alert firing, every dashboard query of
+// ALERTS (the alert annotations, the overview's firing-alerts panel) has
+// data.
+func checkAlertQueries(ctx context.Context, t *testing.T, api *promAPI, root string) {
+	found := 0
 	for name, d := range readDashboards(t, root) {
 		for _, q := range dashboards.Queries(d) {
-			if q.Kind != "annotation" {
+			if !q.ReadsAlerts() {
 				continue
 			}
+			found++
 			expr, err := dashboards.Substitute(q.Expr, e2eValues)
 			if err != nil {
 				t.Fatal(err)
@@ -493,6 +502,10 @@ func checkAnnotations(ctx context.Context, t *testing.T, api *promAPI, root stri
 				return err == nil && n > 0, fmt.Sprintf("%s: %d series, %v", expr, n, err)
 			})
 		}
+	}
+	// Each dashboard's annotation and the overview's panel.
+	if found < 3 {
+		t.Errorf("only %d dashboard queries read ALERTS", found)
 	}
 }
 
@@ -537,9 +550,13 @@ func (a *promAPI) get(ctx context.Context, path string, params url.Values, out a
 type sample struct {
 	Metric map[string]string `json:"metric"`
 	Value  [2]any            `json:"value"`
+	// Histogram is a native histogram sample: [time, {count, sum,
+	// buckets}].
+	Histogram *[2]json.RawMessage `json:"histogram"`
 }
 
-// query runs an instant query and returns the vector's values.
+// query runs an instant query and returns the vector's values (a native
+// histogram's count).
 func (a *promAPI) query(ctx context.Context, expr string) ([]float64, error) {
 	var data struct {
 		ResultType string          `json:"resultType"`
@@ -557,6 +574,17 @@ func (a *promAPI) query(ctx context.Context, expr string) ([]float64, error) {
 		}
 		for _, s := range ss {
 			str, _ := s.Value[1].(string)
+			if s.Histogram != nil {
+				// A native histogram (a heatmap query): its count
+				// stands for it.
+				var h struct {
+					Count string `json:"count"`
+				}
+				if err := json.Unmarshal(s.Histogram[1], &h); err != nil {
+					return nil, fmt.Errorf("histogram %s: %w", s.Histogram[1], err)
+				}
+				str = h.Count
+			}
 			v, err := strconv.ParseFloat(str, 64)
 			if err != nil {
 				return nil, fmt.Errorf("value %q: %w", str, err)

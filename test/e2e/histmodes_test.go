@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"gopkg.in/yaml.v3"
 
 	"github.com/llm-prober/llm-prober/dashboards"
@@ -232,6 +233,22 @@ scrape_configs:
 // run takes seconds; the rules themselves are unchanged.
 func fastRules(t *testing.T, path string) string {
 	t.Helper()
+	return rulesWithIntervals(t, path, func(time.Duration) time.Duration { return time.Second })
+}
+
+// cappedRules writes a copy of the rules file whose groups with an
+// interval over max are evaluated every max instead (the 30-day error
+// budget group ships with 5m, longer than an end-to-end run); the rules
+// themselves and the other groups are unchanged.
+func cappedRules(t *testing.T, path string, max time.Duration) string {
+	t.Helper()
+	return rulesWithIntervals(t, path, func(d time.Duration) time.Duration { return min(d, max) })
+}
+
+// rulesWithIntervals writes a copy of the rules file with each group's
+// interval, where it sets one, replaced by interval(it).
+func rulesWithIntervals(t *testing.T, path string, interval func(time.Duration) time.Duration) string {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -243,17 +260,23 @@ func fastRules(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	for _, g := range doc.Groups {
-		if _, ok := g["interval"]; ok {
-			g["interval"] = "1s"
+		v, ok := g["interval"]
+		if !ok {
+			continue
 		}
+		d, err := model.ParseDuration(fmt.Sprint(v))
+		if err != nil {
+			t.Fatalf("group %v: interval %v: %v", g["name"], v, err)
+		}
+		g["interval"] = model.Duration(interval(time.Duration(d))).String()
 	}
 	out, err := yaml.Marshal(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fast := filepath.Join(t.TempDir(), "llm-prober-rules.yml")
-	testutil.WriteFile(t, fast, string(out))
-	return fast
+	copied := filepath.Join(t.TempDir(), "llm-prober-rules.yml")
+	testutil.WriteFile(t, copied, string(out))
+	return copied
 }
 
 type rule struct {
@@ -316,7 +339,9 @@ func newModeQuery(t *testing.T, where, expr string) modeQuery {
 
 // dashboardQueries are the panel and variable queries of every dashboard
 // with the template variables substituted. Exempt: GPU panels (no GPU
-// here) and the alert annotation query (no alert fires in this test).
+// here) and the queries of ALERTS, the alert annotations and the
+// firing-alerts panel (no alert need fire in this test; TestEndToEnd
+// checks them once one does).
 func dashboardQueries(t *testing.T, root string) []modeQuery {
 	t.Helper()
 	var qs []modeQuery
@@ -328,7 +353,7 @@ func dashboardQueries(t *testing.T, root string) []modeQuery {
 	sort.Strings(names)
 	for _, name := range names {
 		for _, q := range dashboards.Queries(ds[name]) {
-			if q.Kind == "annotation" || strings.Contains(q.Expr, "llm_gpu_") {
+			if q.ReadsAlerts() || strings.Contains(q.Expr, "llm_gpu_") {
 				continue
 			}
 			expr, err := dashboards.Substitute(q.Expr, modeValues)
