@@ -51,8 +51,8 @@ local promql = import '../lib/promql.libsonnet';
             if w == countWindows[0] then {
               comment:: |||
                 Requests judged in each burn-rate alert's long window (the
-                evidence guard) and in the recent window (whether the probe ran
-                lately).
+                evidence guard: docs/runbook.md, "Sizing a probe's rate") and in
+                the recent window (whether the probe ran lately).
               |||,
             } else {}
           )
