@@ -82,7 +82,7 @@ func TestEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
 
-	simA, simB, proberAddr, promAddr := testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)
+	simA, simB, simC, proberAddr, promAddr := testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)
 	simArgs := []string{"simulate", "--log.level=warn"}
 	// The simulator's Triton gRPC API listens on a fixed default port; the
 	// test does not use it, so turn it off where the flag exists.
@@ -99,9 +99,12 @@ func TestEndToEnd(t *testing.T) {
 		"--latency.ttft-base", simTTFTBase.String(), "--latency.jitter", "0.02",
 		"--rate-limit.requests-per-minute", "100000")
 	flaky := startSim(simB, "--fault.error-rate", "1")
+	// A working prefix cache whose prefill dominates TTFT, for the session
+	// probe (checkSessionPrefix).
+	startSim(simC, "--prefix-cache", "--latency.prefill-per-token", "200us")
 
 	cfgPath := filepath.Join(dir, "llm-prober.yml")
-	testutil.WriteFile(t, cfgPath, fmt.Sprintf(proberConfig, simA, simA, simB, simB, simA, simA, simA, simA, simA))
+	testutil.WriteFile(t, cfgPath, fmt.Sprintf(proberConfig, simA, simA, simB, simB, simC, simA, simA, simA, simA, simA))
 	prober := testutil.StartProcess(t, "llm-prober", exec.Command(bin,
 		"--config.file="+cfgPath, "--web.listen-address="+proberAddr, "--log.level=warn"))
 	prober.WaitReady(t, "http://"+proberAddr)
@@ -186,6 +189,41 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("llm_probe_success of the restored target = %v (%v), want 1", v, err)
 	}
 	t.Logf("resolved after %s in total", time.Since(start).Round(time.Millisecond))
+
+	t.Run("session probes and the prefix-cache alert", func(t *testing.T) { checkSessionPrefix(ctx, t, api, rulesPath) })
+}
+
+// checkSessionPrefix: a session probe against a working prefix cache has
+// a warm/cold TTFT ratio above LLMProbePrefixCacheNotHitting's threshold
+// (its warm turns carry more new tokens than turn 1), and the shipped
+// alert's condition leaves it out: evaluated as shipped it holds nothing
+// for the session probe; with its mode="shared_prefix" matcher turned to
+// mode="session" it holds the probe, so the first result is not for want
+// of data.
+func checkSessionPrefix(ctx context.Context, t *testing.T, api *promAPI, rulesPath string) {
+	var expr string
+	for _, r := range readRules(t, rulesPath) {
+		if r.Alert == "LLMProbePrefixCacheNotHitting" {
+			expr = r.Expr
+		}
+	}
+	if strings.Count(expr, `mode="shared_prefix"`) == 0 {
+		t.Fatalf("LLMProbePrefixCacheNotHitting does not select mode=\"shared_prefix\": %s", expr)
+	}
+	asSession := strings.ReplaceAll(expr, `mode="shared_prefix"`, `mode="session"`)
+	sel := `probe="conversation"`
+	poll(ctx, t, "the session probe's warm/cold ratio above the alert's threshold", time.Second, func() (bool, string) {
+		n, err := api.count(ctx, "("+asSession+") and on (target, probe) llm_probe_scheduled_total{"+sel+"}")
+		return err == nil && n == 1, fmt.Sprintf("%d series (%v)", n, err)
+	})
+	v, err := api.value(ctx, "("+asSession+") and on (target, probe) llm_probe_scheduled_total{"+sel+"}")
+	t.Logf("session probe against a working prefix cache: warm/cold mean TTFT %.2f", v)
+	if err != nil || v <= 0.8 {
+		t.Errorf("session warm/cold = %v (%v), want above the alert's 0.8", v, err)
+	}
+	if n, err := api.count(ctx, "("+expr+") and on (target, probe) llm_probe_scheduled_total{"+sel+"}"); err != nil || n != 0 {
+		t.Errorf("the shipped LLMProbePrefixCacheNotHitting condition holds %d series for the session probe (%v), want none", n, err)
+	}
 }
 
 // panelTargets are the targets both end-to-end configurations add so that
@@ -256,6 +294,18 @@ const proberConfig = `targets:
         workload: short
         schedule: {every: 1s}
         slo: {ttft: 250ms, objective: 0.99}
+  # A chat of three turns on a simulator whose prefix cache works: each
+  # warm turn carries more new tokens than turn 1, so its warm/cold TTFT
+  # ratio is above 1 (checkSessionPrefix).
+  - name: sim-session
+    protocol: openai_chat
+    url: http://%s
+    model: sim-llm
+    probes:
+      - name: conversation
+        workload: short
+        schedule: {every: 1s}
+        session: {turns: 3}
   # Probes every model simA lists (the dashboards' discovery panels).
   - name: sim-models
     protocol: openai_chat
