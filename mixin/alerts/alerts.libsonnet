@@ -167,26 +167,41 @@ local gpuAlerts = import 'gpu.libsonnet';
             'LLMTargetDown',
             c.pageSeverity,
             |||
-              max by (job, instance, target) (
-              %(failing)s)
-              unless on (job, instance, target)
               (
-                  %(lastRun)s
-                > on (job, instance, target) group_left ()
-                  min by (job, instance, target) (%(since)s > 0)
-                and on (%(by)s)
-                  %(consecutive)s == 0
+                max by (job, instance, target) (
+                %(failing)s)
+                unless on (job, instance, target)
+                (
+                    %(lastRun)s
+                  > on (job, instance, target) group_left ()
+                    min by (job, instance, target) (%(since)s > 0)
+                  and on (%(by)s)
+                    %(consecutive)s == 0
+                )
+              )
+              or
+              (
+                  max by (job, instance, target) (%(consecutive)s)
+                and on (job, instance, target)
+                  max by (job, instance, target) (ALERTS{alertname="LLMTargetDown", alertstate="firing"%(psAlerts)s})
+                and on (job, target)
+                  (
+                      max by (job, target) (%(consecutive)s > 0)
+                    or
+                      max by (job, target) (ALERTS{alertname="LLMProbeSLOErrorBudgetBurnFast", alertstate="firing"%(psAlerts)s})
+                  )
               )
             ||| % {
-              failing: indent(probeFailing, '  '),
+              failing: indent(probeFailing, '    '),
               lastRun: series('llm_probe_last_run_timestamp_seconds'),
               since: series('llm_probe_failing_since_timestamp_seconds'),
               consecutive: series('llm_probe_consecutive_failures'),
               by: failingBy,
+              psAlerts: if ps == '' then '' else ', ' + ps,
             },
             '',
             'Target {{ $labels.target }} is down',
-            'A probe of target {{ $labels.target }} has failed {{ $value }} times in a row and no probe of it has succeeded since: the server is down or unreachable from llm-prober {{ $labels.instance }}. Its per-probe alerts are inhibited (mixin/alertmanager/alertmanager.yml).',
+            'Probes of target {{ $labels.target }} fail and none has succeeded since the failures began: the server is down or unreachable from llm-prober {{ $labels.instance }}. Its per-probe alerts are inhibited (mixin/alertmanager/alertmanager.yml); this resolves once every probe of it has succeeded again.',
           ) + {
             comment:: |||
               One page for a dead server however many probes it has: some probe
@@ -196,6 +211,12 @@ local gpuAlerts = import 'gpu.libsonnet';
               fast ones does not hold it back). In the same group as
               LLMProbeFailing, so both reach Alertmanager from one evaluation
               and the inhibition rule can keep the per-probe pages back.
+              Once firing it holds (second part, through its own ALERTS
+              series) while any probe of the target is still on a failing
+              streak or its fast-burn page still fires: otherwise a slow probe
+              that has not run since the recovery, or the burn rate's last
+              minutes, would reach a human as a second page the moment the
+              inhibition lifts.
             |||,
           },
           alert(
