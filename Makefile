@@ -25,7 +25,7 @@ LDFLAGS := -s -w \
 	-X github.com/prometheus/common/version.BuildUser=$(BUILD_USER) \
 	-X github.com/prometheus/common/version.BuildDate=$(BUILD_DATE)
 
-.PHONY: all build build-nonvml build-check run test lint fmt fmt-check mod-check helm vet staticcheck unit promtool chromium prometheus3 proto clean mixin dashboards deploy-rules soak soak-long fuzz bench conformance gpu-check
+.PHONY: all build build-nonvml build-check run test lint fmt fmt-check mod-check helm vet staticcheck unit promtool alertmanager chromium prometheus3 proto clean mixin dashboards deploy-rules soak soak-long fuzz bench conformance gpu-check
 
 all: build
 
@@ -72,11 +72,13 @@ HELM_DIR     := $(TOOLS_CACHE)/helm-$(HELM_VERSION)
 
 # With Chromium installed, its browser test must run (not skip); likewise
 # the Helm chart's test with helm built, and the histogram-mode test's 3.x
-# modes with Prometheus 3 built.
-unit: promtool chromium helm prometheus3
+# modes with Prometheus 3 built. promtool, Prometheus, Alertmanager and
+# amtool are installed or make fails, so their tests always run.
+unit: promtool alertmanager chromium helm prometheus3
 	LLM_PROBER_HELM=$(HELM_DIR)/helm \
 	LLM_PROBER_REQUIRE_HELM=$$(test -x "$(HELM_DIR)/helm" && echo 1) \
 	LLM_PROBER_REQUIRE_PROMTOOL=1 \
+	LLM_PROBER_REQUIRE_ALERTMANAGER=1 \
 	LLM_PROBER_REQUIRE_CHROMIUM=$$(test -x "$${CHROMIUM:-/usr/bin/chromium}" && echo 1) \
 	LLM_PROBER_PROMETHEUS3="$(PROMETHEUS3)" \
 	LLM_PROBER_REQUIRE_PROMETHEUS3=$$(test -x "$(PROMETHEUS3)" && echo 1) \
@@ -106,6 +108,12 @@ staticcheck:
 # promtool (Debian's prometheus package) checks /metrics and, later, alerts.
 promtool:
 	@scripts/ensure-promtool.sh
+
+# Alertmanager and amtool (Debian's prometheus-alertmanager): test/e2e
+# runs a real Alertmanager with the mixin's example configuration
+# (mixin/alertmanager/alertmanager.yml), which amtool checks.
+alertmanager:
+	@scripts/ensure-alertmanager.sh
 
 # Headless Chromium (Debian's chromium) loads the status page in
 # cmd/llm-prober's browser test. A machine that cannot install it (no
