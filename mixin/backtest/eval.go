@@ -25,6 +25,9 @@ type rangeCache struct {
 	start, end time.Time
 	step       time.Duration
 	m          map[string]*rangeResult
+	// open are the chunk's range queries: Close hands their points back
+	// to the engine's pools, so they stay open while m refers to them.
+	open []promql.Query
 }
 
 type rangeResult struct {
@@ -36,7 +39,16 @@ type rangeResult struct {
 
 // reset starts a new chunk.
 func (c *rangeCache) reset(start, end time.Time) {
+	c.close()
 	c.start, c.end = start, end
+}
+
+// close closes the chunk's queries.
+func (c *rangeCache) close() {
+	for _, q := range c.open {
+		q.Close()
+	}
+	c.open = c.open[:0]
 	clear(c.m)
 }
 
@@ -82,14 +94,12 @@ func (c *rangeCache) run(ctx context.Context, qs string) *rangeResult {
 	if err != nil {
 		return &rangeResult{instant: true}
 	}
-	defer q.Close()
 	res := q.Exec(ctx)
-	if res.Err != nil {
-		return &rangeResult{instant: true}
-	}
 	m, ok := res.Value.(promql.Matrix)
-	if !ok {
+	if res.Err != nil || !ok {
+		q.Close()
 		return &rangeResult{instant: true}
 	}
+	c.open = append(c.open, q)
 	return &rangeResult{series: m, fpos: make([]int, len(m)), hpos: make([]int, len(m))}
 }

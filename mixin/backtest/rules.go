@@ -72,7 +72,7 @@ type selector struct {
 
 func (s selector) matchesName(name string) bool {
 	for _, m := range s.matchers {
-		if m.Name == labels.MetricName && !m.Matches(name) {
+		if m.Name == model.MetricNameLabel && !m.Matches(name) {
 			return false
 		}
 	}
@@ -269,17 +269,6 @@ func (r *Rules) needsOf(keep []int, rawNames []string) (needs, error) {
 		}
 	}
 	return n, nil
-}
-
-// maxLookback is the furthest back any raw name is read.
-func (n needs) maxLookback() time.Duration {
-	var m time.Duration
-	for _, ws := range n.raw {
-		for _, w := range ws {
-			m = max(m, w.from)
-		}
-	}
-	return m
 }
 
 // evalOrder returns the rule indexes in evaluation order: r.GroupOrder,

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
@@ -173,6 +174,7 @@ func (w *World) Run(ctx context.Context, tmpDir string) (_ *RunResult, err error
 	})
 	defer engine.Close()
 	cache := &rangeCache{engine: engine, q: db, m: make(map[string]*rangeResult)}
+	defer cache.close()
 	exact := w.Exact || w.Rules.readsLaterOutput(w.Keep)
 	queryFunc := cache.query
 	if exact {
@@ -208,7 +210,7 @@ func (w *World) Run(ctx context.Context, tmpDir string) (_ *RunResult, err error
 		pr := &probeRun{spec: spec, sim: newProbeSim(spec, &srv, t0)}
 		base := []string{"job", Job, "instance", Instance, "target", spec.Target, "probe", spec.Probe, "model", spec.Model}
 		add := func(name string, kv ...string) {
-			l := append(append([]string{labels.MetricName, name}, base...), kv...)
+			l := append(append([]string{model.MetricNameLabel, name}, base...), kv...)
 			pr.series = append(pr.series, seriesRef{lset: labels.FromStrings(l...), name: slices.Index(names, name)})
 		}
 		for _, o := range outs {
@@ -240,7 +242,7 @@ func (w *World) Run(ctx context.Context, tmpDir string) (_ *RunResult, err error
 		pr.values = make([]float64, len(pr.series))
 		probes[i] = pr
 	}
-	up := seriesRef{lset: labels.FromStrings(labels.MetricName, mUp, "job", Job, "instance", Instance), name: slices.Index(names, mUp)}
+	up := seriesRef{lset: labels.FromStrings(model.MetricNameLabel, mUp, "job", Job, "instance", Instance), name: slices.Index(names, mUp)}
 
 	// Lifecycle events in time order: creations, removals, restarts.
 	type event struct {

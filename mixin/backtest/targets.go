@@ -1,0 +1,162 @@
+package backtest
+
+import (
+	"fmt"
+	"time"
+)
+
+// Target is one of issue 26's targets as a bound on one case of one
+// scenario. The subset test and the report check the same list.
+type Target struct {
+	Scenario string
+	// Applies to the cases at these intervals; nil means all.
+	Applies func(interval time.Duration) bool
+	// Text is the target in words, with the bound at the case's interval.
+	Text func(interval time.Duration) string
+	// Check returns whether r meets it and, if not, what happened.
+	Check func(r CaseResult) (ok bool, got string)
+}
+
+// OutageBound is the issue's bound for a hard outage to page:
+// max(3 min, 2 probe intervals + 2 min).
+func OutageBound(interval time.Duration) time.Duration {
+	return max(3*time.Minute, 2*interval+2*time.Minute)
+}
+
+// ResolveBound is the issue's bound for an alert to resolve after
+// recovery: 5 min, or one interval + 1 min for probes slower than 1/4 min.
+func ResolveBound(interval time.Duration) time.Duration {
+	if interval > 4*time.Minute {
+		return max(5*time.Minute, interval+time.Minute)
+	}
+	return 5 * time.Minute
+}
+
+// Targets is the list of targets, scenario by scenario.
+func Targets() []Target {
+	atMost30s := func(iv time.Duration) bool { return iv <= 30*time.Second }
+	slower := func(iv time.Duration) bool { return iv > 30*time.Second }
+	timeout := DefaultServer().Timeout
+	var ts []Target
+	for _, s := range []string{"hard-down", "new-down"} {
+		ts = append(ts, pageWithin(s, nil, OutageBound, "max(3m, 2 intervals + 2m)"))
+	}
+	ts = append(ts,
+		pageWithin("hung", nil, func(iv time.Duration) time.Duration { return OutageBound(iv) + timeout },
+			"max(3m, 2 intervals + 2m) + the 30s timeout"),
+		pageWithin("ttft-2x", atMost30s, func(time.Duration) time.Duration { return 10 * time.Minute }, ""),
+		alertWithin("ttft-2x", slower, time.Hour),
+		pageWithin("vanished", nil, func(time.Duration) time.Duration { return 10 * time.Minute }, ""),
+		ticketWithin("trickle", 6*time.Hour),
+		resolveWithin("removed", func(time.Duration) time.Duration { return 5 * time.Minute }, "removal"),
+	)
+	for _, s := range []string{"hard-down", "hung", "ttft-2x", "trickle", "vanished", "new-down"} {
+		ts = append(ts, resolveWithin(s, ResolveBound, "recovery"))
+	}
+	for _, s := range []string{"outlier", "two-slow", "trickle", "restart", "new-healthy", "noise-30d"} {
+		ts = append(ts, noPages(s))
+	}
+	return ts
+}
+
+func pageWithin(scenario string, applies func(time.Duration) bool, bound func(time.Duration) time.Duration, formula string) Target {
+	return Target{
+		Scenario: scenario, Applies: applies,
+		Text: func(iv time.Duration) string {
+			if formula != "" {
+				return fmt.Sprintf("page ≤ %s (%s)", fmtDur(bound(iv)), formula)
+			}
+			return "page ≤ " + fmtDur(bound(iv))
+		},
+		Check: func(r CaseResult) (bool, string) {
+			if !r.Paged {
+				return false, "no page in " + fmtDur(r.RunEnd)
+			}
+			return r.FirstPage <= bound(r.Interval), "paged at " + fmtDur(r.FirstPage)
+		},
+	}
+}
+
+func alertWithin(scenario string, applies func(time.Duration) bool, bound time.Duration) Target {
+	return Target{
+		Scenario: scenario, Applies: applies,
+		Text: func(time.Duration) string { return "page or ticket ≤ " + fmtDur(bound) },
+		Check: func(r CaseResult) (bool, string) {
+			first, ok := r.FirstPage, r.Paged
+			if r.Ticketed && (!ok || r.FirstTicket < first) {
+				first, ok = r.FirstTicket, true
+			}
+			if !ok {
+				return false, "no alert in " + fmtDur(r.RunEnd)
+			}
+			return first <= bound, "first alert at " + fmtDur(first)
+		},
+	}
+}
+
+func ticketWithin(scenario string, bound time.Duration) Target {
+	return Target{
+		Scenario: scenario,
+		Text:     func(time.Duration) string { return "ticket ≤ " + fmtDur(bound) },
+		Check: func(r CaseResult) (bool, string) {
+			if !r.Ticketed {
+				return false, "no ticket in " + fmtDur(r.RunEnd)
+			}
+			return r.FirstTicket <= bound, "ticket at " + fmtDur(r.FirstTicket)
+		},
+	}
+}
+
+func resolveWithin(scenario string, bound func(time.Duration) time.Duration, after string) Target {
+	return Target{
+		Scenario: scenario,
+		Text: func(iv time.Duration) string {
+			return fmt.Sprintf("resolved ≤ %s after %s", fmtDur(bound(iv)), after)
+		},
+		Check: func(r CaseResult) (bool, string) {
+			switch {
+			case !r.Measured:
+				return true, "nothing firing"
+			case r.Unresolved:
+				return false, "still firing " + fmtDur(r.Resolve) + " after " + after
+			}
+			return r.Resolve <= bound(r.Interval), "resolved " + fmtDur(r.Resolve) + " after " + after
+		},
+	}
+}
+
+func noPages(scenario string) Target {
+	return Target{
+		Scenario: scenario,
+		Text:     func(time.Duration) string { return "no page" },
+		Check: func(r CaseResult) (bool, string) {
+			if r.PageFirings == 0 {
+				return true, "no page"
+			}
+			return false, fmt.Sprintf("%d page firings (%s)", r.PageFirings, r.PagedBy)
+		},
+	}
+}
+
+// Verdict is one target checked on one case.
+type Verdict struct {
+	Target string
+	Case   CaseResult
+	Met    bool
+	Got    string
+}
+
+// Check checks every target against the results it applies to.
+func Check(results []CaseResult) []Verdict {
+	var out []Verdict
+	for _, r := range results {
+		for _, t := range Targets() {
+			if t.Scenario != r.Scenario || (t.Applies != nil && !t.Applies(r.Interval)) {
+				continue
+			}
+			ok, got := t.Check(r)
+			out = append(out, Verdict{Target: t.Text(r.Interval), Case: r, Met: ok, Got: got})
+		}
+	}
+	return out
+}
