@@ -20,14 +20,21 @@ import (
 // 30 seconds. An expression whose range query fails is answered by
 // instant queries, so an error surfaces at the evaluation that has it.
 type rangeCache struct {
-	engine     *promql.Engine
-	q          storage.Queryable
+	engine *promql.Engine
+	q      storage.Queryable
+	// The evaluation times of the group being evaluated in this chunk:
+	// start, start+step, ..., end.
 	start, end time.Time
 	step       time.Duration
-	m          map[string]*rangeResult
+	m          map[rangeKey]*rangeResult
 	// open are the chunk's range queries: Close hands their points back
 	// to the engine's pools, so they stay open while m refers to them.
 	open []promql.Query
+}
+
+type rangeKey struct {
+	qs          string
+	start, step int64
 }
 
 type rangeResult struct {
@@ -37,13 +44,12 @@ type rangeResult struct {
 	instant bool
 }
 
-// reset starts a new chunk.
-func (c *rangeCache) reset(start, end time.Time) {
-	c.close()
-	c.start, c.end = start, end
+// group sets the evaluation times of the group about to be evaluated.
+func (c *rangeCache) group(start, end time.Time, step time.Duration) {
+	c.start, c.end, c.step = start, end, step
 }
 
-// close closes the chunk's queries.
+// close closes the chunk's queries; the next chunk starts afresh.
 func (c *rangeCache) close() {
 	for _, q := range c.open {
 		q.Close()
@@ -60,10 +66,11 @@ func (c *rangeCache) query(ctx context.Context, qs string, t time.Time) (promql.
 	if t.Before(c.start) || t.After(c.end) || t.Sub(c.start)%c.step != 0 {
 		return c.instant(ctx, qs, t)
 	}
-	r, ok := c.m[qs]
+	key := rangeKey{qs, c.start.UnixMilli(), c.step.Milliseconds()}
+	r, ok := c.m[key]
 	if !ok {
 		r = c.run(ctx, qs)
-		c.m[qs] = r
+		c.m[key] = r
 	}
 	if r.instant {
 		return c.instant(ctx, qs, t)

@@ -72,24 +72,24 @@ func counts(rs []CaseResult, inst, firings func(CaseResult) int) string {
 	return fmt.Sprint(i)
 }
 
+// resolveText is the worst resolution over runs, with the alerts that
+// resolved last when that is later than 5 minutes.
 func resolveText(rs []CaseResult) string {
-	var worstR time.Duration
-	measured, unresolved := false, false
-	for _, r := range rs {
-		if !r.Measured {
-			continue
+	var w *CaseResult
+	for i := range rs {
+		if rs[i].Measured && (w == nil || rs[i].Resolve > w.Resolve) {
+			w = &rs[i]
 		}
-		measured = true
-		worstR = max(worstR, r.Resolve)
-		unresolved = unresolved || r.Unresolved
 	}
 	switch {
-	case !measured:
+	case w == nil:
 		return "–"
-	case unresolved:
-		return "> " + fmtDur(worstR)
+	case w.Unresolved:
+		return fmt.Sprintf("> %s (%s)", fmtDur(w.Resolve), w.LastToResolve)
+	case w.Resolve > 5*time.Minute:
+		return fmt.Sprintf("%s (%s)", fmtDur(w.Resolve), w.LastToResolve)
 	}
-	return fmtDur(worstR)
+	return fmtDur(w.Resolve)
 }
 
 func union(rs []CaseResult, f func(CaseResult) string) string {

@@ -31,6 +31,8 @@ type CaseResult struct {
 	// Unresolved: still firing when the run ended, Resolve - RunEnd.
 	Measured, Unresolved bool
 	Resolve              time.Duration
+	// LastToResolve names the alerts that resolved last (or never).
+	LastToResolve string
 	// RunEnd is the run's length after time 0.
 	RunEnd time.Duration
 	// PerMonth scales firings of a healthy run to 30 days.
@@ -49,6 +51,7 @@ func evaluateCase(sc Scenario, c Case, r *RunResult) CaseResult {
 	if sc.Remove > 0 {
 		ref = sc.Remove
 	}
+	last := map[string]map[string]bool{}
 	for _, e := range r.Episodes {
 		if e.Target != "" && e.Target != c.Target {
 			continue
@@ -57,8 +60,13 @@ func evaluateCase(sc Scenario, c Case, r *RunResult) CaseResult {
 		// Resolution: anything firing at or after the reference time.
 		if ref > 0 && (e.Open || e.Resolved > ref) {
 			res.Measured = true
-			if d := e.Resolved - ref; d > res.Resolve {
+			d := e.Resolved - ref
+			if d > res.Resolve {
 				res.Resolve = d
+				clear(last)
+			}
+			if d == res.Resolve {
+				addName(last, e.Alert, e.Labels.String())
 			}
 			if e.Open {
 				res.Unresolved = true
@@ -87,6 +95,7 @@ func evaluateCase(sc Scenario, c Case, r *RunResult) CaseResult {
 	}
 	res.Pages, res.Tickets = len(pageInst), len(ticketInst)
 	res.PagedBy, res.TicketedBy = names(pageNames), names(ticketNames)
+	res.LastToResolve = names(last)
 	if sc.Healthy {
 		month := 30 * 24 * time.Hour
 		res.PagesPerMonth = float64(res.PageFirings) * float64(month) / float64(sc.End)

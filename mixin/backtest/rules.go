@@ -190,6 +190,13 @@ func (r *Rules) PageClosure() []int {
 	return r.closure(func(ri RuleInfo) bool { return ri.Alert != "" && ri.Severity == "page" })
 }
 
+// AlertClosure returns the indexes of every alert and of every recording
+// rule an alert depends on: recording rules only dashboards read (the
+// 30-day budget remaining, p95 panels) cannot change when an alert fires.
+func (r *Rules) AlertClosure() []int {
+	return r.closure(func(ri RuleInfo) bool { return ri.Alert != "" })
+}
+
 func (r *Rules) closure(root func(RuleInfo) bool) []int {
 	in := make([]bool, len(r.Rules))
 	var queue []int

@@ -131,7 +131,7 @@ func (c Cell) worlds(rs *Rules, srv Server) ([]*World, [][]Case) {
 	if sc.SLO {
 		objs = c.Objectives
 	}
-	var keep []int
+	keep := rs.AlertClosure()
 	if sc.PagesOnly && !c.Tickets {
 		keep = rs.PageClosure()
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -56,7 +57,7 @@ type World struct {
 	// group in order, each rule by an instant query. Otherwise rules are
 	// evaluated chunk by chunk (see rangeCache), with the same results.
 	Exact bool
-	// Chunk is the chunk length when not Exact; 0 means 1h.
+	// Chunk is the chunk length when not Exact; 0 means 6h.
 	Chunk time.Duration
 }
 
@@ -173,7 +174,7 @@ func (w *World) Run(ctx context.Context, tmpDir string) (_ *RunResult, err error
 		LookbackDelta: lookbackDelta,
 	})
 	defer engine.Close()
-	cache := &rangeCache{engine: engine, q: db, m: make(map[string]*rangeResult)}
+	cache := &rangeCache{engine: engine, q: db, m: make(map[rangeKey]*rangeResult)}
 	defer cache.close()
 	exact := w.Exact || w.Rules.readsLaterOutput(w.Keep)
 	queryFunc := cache.query
@@ -413,13 +414,12 @@ func (w *World) Run(ctx context.Context, tmpDir string) (_ *RunResult, err error
 	}
 	chunk := w.Chunk
 	if chunk <= 0 {
-		chunk = time.Hour
+		chunk = 6 * time.Hour
 	}
 	steps := max(chunk.Milliseconds()/tick, 1)
 	if exact {
 		steps = 1
 	}
-	cache.step = time.Duration(tick) * time.Millisecond
 	for from := evalStart; from <= end; from += steps * tick {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -428,7 +428,6 @@ func (w *World) Run(ctx context.Context, tmpDir string) (_ *RunResult, err error
 		if err := scrapeUntil(to); err != nil {
 			return nil, err
 		}
-		cache.reset(time.UnixMilli(from), time.UnixMilli(to))
 		if exact {
 			for _, g := range groups {
 				if err := evalAt(g, from); err != nil {
@@ -436,8 +435,17 @@ func (w *World) Run(ctx context.Context, tmpDir string) (_ *RunResult, err error
 				}
 			}
 		} else {
+			cache.close()
 			for _, g := range groups {
-				for t := from; t <= to; t += tick {
+				// The group's evaluation times within [from, to].
+				iv := g.Interval().Milliseconds()
+				first := from + (iv-(from-evalStart)%iv)%iv
+				if first > to {
+					continue
+				}
+				last := first + (to-first)/iv*iv
+				cache.group(time.UnixMilli(first), time.UnixMilli(last), time.Duration(iv)*time.Millisecond)
+				for t := first; t <= last; t += iv {
 					if err := evalAt(g, t); err != nil {
 						return nil, err
 					}
@@ -573,27 +581,20 @@ func (e Episode) String() string {
 }
 
 func fmtDur(d time.Duration) string {
-	neg := d < 0
-	if neg {
-		d = -d
+	if d < 0 {
+		return "-" + fmtDur(-d)
 	}
-	s := ""
-	switch {
-	case d >= time.Hour:
-		s = strconv.FormatFloat(d.Hours(), 'f', 1, 64) + "h"
-	case d >= time.Minute:
-		m := int(d / time.Minute)
-		sec := int((d % time.Minute) / time.Second)
-		if sec == 0 {
-			s = strconv.Itoa(m) + "m"
-		} else {
-			s = strconv.Itoa(m) + "m" + strconv.Itoa(sec) + "s"
-		}
-	default:
-		s = strconv.Itoa(int(d/time.Second)) + "s"
+	d = d.Round(time.Second)
+	h, m, sec := int(d/time.Hour), int(d%time.Hour/time.Minute), int(d%time.Minute/time.Second)
+	var b strings.Builder
+	if h > 0 {
+		b.WriteString(strconv.Itoa(h) + "h")
 	}
-	if neg {
-		return "-" + s
+	if m > 0 {
+		b.WriteString(strconv.Itoa(m) + "m")
 	}
-	return s
+	if sec > 0 || d == 0 {
+		b.WriteString(strconv.Itoa(sec) + "s")
+	}
+	return b.String()
 }

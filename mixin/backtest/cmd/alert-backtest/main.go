@@ -34,6 +34,7 @@ func run() error {
 		tickets   = flag.Bool("noise-tickets", false, "evaluate ticket alerts too in the 30-day noise runs (slower: their 1-3 day windows)")
 		subset    = flag.Bool("subset", false, "run the subset that make test asserts instead of the full matrix")
 		strict    = flag.Bool("strict", false, "exit 1 when a target is missed")
+		episodes  = flag.String("episodes", "", "write every case's alert episodes to this file")
 	)
 	flag.Parse()
 	path := *rulesPath
@@ -73,6 +74,18 @@ func run() error {
 	})
 	if err != nil {
 		return err
+	}
+	if *episodes != "" {
+		var b strings.Builder
+		for _, r := range rep.Results {
+			fmt.Fprintf(&b, "%s\n", r.Case)
+			for _, e := range r.Episodes {
+				fmt.Fprintf(&b, "  %s %s\n", e, e.Labels)
+			}
+		}
+		if err := os.WriteFile(*episodes, []byte(b.String()), 0o644); err != nil {
+			return err
+		}
 	}
 	md := rep.Markdown(srv, path)
 	misses := 0
