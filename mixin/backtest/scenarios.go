@@ -45,6 +45,9 @@ type Scenario struct {
 	Healthy bool
 	// PagesOnly: evaluate only page alerts and what they depend on.
 	PagesOnly bool
+	// Probes on the case's target (default 1), all alike: a server
+	// probed several ways.
+	Probes int
 	// Faults of the probe under srv and slo.
 	Faults func(srv Server, slo SLO) []Fault
 }
@@ -66,12 +69,14 @@ func Scenarios() []Scenario {
 			Faults: func(Server, SLO) []Fault { return []Fault{{Kind: FaultOutliers, To: h, Count: 1}} }},
 		{Name: "two-slow", Title: "Two slow requests in a row (within a minute at 1/30s and faster)", SLO: true, End: 2 * h,
 			Faults: func(Server, SLO) []Fault { return []Fault{{Kind: FaultOutliers, To: h, Count: 2}} }},
-		{Name: "trickle", Title: "Slow trickle: TTFT bad ratio ~3x the budget for 6h", SLO: true, End: 8 * h, Recover: 6 * h,
+		{Name: "trickle", Title: "Slow trickle: TTFT bad ratio ~3x the budget for a day", SLO: true, End: 26 * h, Recover: 24 * h,
 			Faults: func(srv Server, slo SLO) []Fault {
 				bad, _, _ := srv.BadRatios(slo)
 				p := (3*(1-slo.Objective) - bad) / (1 - bad)
-				return []Fault{{Kind: FaultTrickle, To: 6 * h, Prob: p}}
+				return []Fault{{Kind: FaultTrickle, To: 24 * h, Prob: p}}
 			}},
+		{Name: "storm", Title: "Hard down 1h, a target with 5 probes (pages before Alertmanager's grouping and inhibition)", End: 2 * h, Recover: h, Probes: 5,
+			Faults: func(Server, SLO) []Fault { return []Fault{{Kind: FaultDown, To: h}} }},
 		{Name: "removed", Title: "Hard down, probe removed by a reload 30m in", End: 90 * m, Remove: 30 * m,
 			Faults: func(Server, SLO) []Fault { return []Fault{{Kind: FaultDown, To: 2 * h}} }},
 		{Name: "restart", Title: "Prober restart (30s down, counters reset)", End: h, Restarts: []time.Duration{0}},
@@ -135,35 +140,63 @@ func (c Cell) worlds(rs *Rules, srv Server) ([]*World, [][]Case) {
 	if sc.PagesOnly && !c.Tickets {
 		keep = rs.PageClosure()
 	}
+	// Runs of a week or more take one world per objective, so that they
+	// spread over the parallel workers.
+	groups := [][]float64{objs}
+	if sc.End >= 7*24*time.Hour && len(objs) > 1 && len(sc.Restarts)+len(sc.Vanish) == 0 {
+		groups = nil
+		for _, o := range objs {
+			groups = append(groups, []float64{o})
+		}
+	}
 	var worlds []*World
 	var cases [][]Case
 	for seed := 1; seed <= c.Seeds; seed++ {
-		w := &World{
-			Name: fmt.Sprintf("%s/seed%d", sc.Name, seed), Rules: rs, Keep: keep, Server: srv,
-			Restarts: sc.Restarts, Vanish: sc.Vanish, End: sc.End,
-			Seed: seedOf(sc.Name, strconv.Itoa(seed)),
+		for _, objs := range groups {
+			name := fmt.Sprintf("%s/seed%d", sc.Name, seed)
+			if len(groups) > 1 {
+				name += "/o" + objName(objs[0])
+			}
+			w, cs := c.world(rs, srv, keep, name, seed, objs)
+			worlds = append(worlds, w)
+			cases = append(cases, cs)
 		}
-		var cs []Case
-		for _, iv := range c.Rates {
-			for _, o := range objs {
-				slo := srv.SLOFor(o)
-				target := fmt.Sprintf("%s-%s-o%s", sc.Name, fmtDur(iv), objName(o))
+	}
+	return worlds, cases
+}
+
+// world builds one world of the cell: every rate at objectives objs.
+func (c Cell) world(rs *Rules, srv Server, keep []int, name string, seed int, objs []float64) (*World, []Case) {
+	sc := c.Scenario
+	w := &World{
+		Name: name, Rules: rs, Keep: keep, Server: srv,
+		Restarts: sc.Restarts, Vanish: sc.Vanish, End: sc.End,
+		Seed: seedOf(name),
+	}
+	var cs []Case
+	for _, iv := range c.Rates {
+		for _, o := range objs {
+			slo := srv.SLOFor(o)
+			target := fmt.Sprintf("%s-%s-o%s", sc.Name, fmtDur(iv), objName(o))
+			for i := range max(sc.Probes, 1) {
+				probe := "chat"
+				if sc.Probes > 1 {
+					probe = fmt.Sprintf("chat-%d", i+1)
+				}
 				spec := ProbeSpec{
-					Target: target, Probe: "chat", Model: "llama", Interval: iv, SLO: slo,
-					Seed: seedOf(sc.Name, strconv.Itoa(seed), target),
+					Target: target, Probe: probe, Model: "llama", Interval: iv, SLO: slo,
+					Seed: seedOf(sc.Name, strconv.Itoa(seed), target, probe),
 					New:  sc.New, Removed: sc.Remove > 0, RemovedAt: sc.Remove,
 				}
 				if sc.Faults != nil {
 					spec.Faults = sc.Faults(srv, slo)
 				}
 				w.Probes = append(w.Probes, spec)
-				cs = append(cs, Case{Scenario: sc.Name, Interval: iv, Objective: o, Seed: seed, Target: target})
 			}
+			cs = append(cs, Case{Scenario: sc.Name, Interval: iv, Objective: o, Seed: seed, Target: target})
 		}
-		worlds = append(worlds, w)
-		cases = append(cases, cs)
 	}
-	return worlds, cases
+	return w, cs
 }
 
 // Options of a matrix run.
