@@ -38,8 +38,9 @@ func TestProbeSimHung(t *testing.T) {
 	if p.scheduled != 6 || p.skipped[0] != 4 || p.requests[p.timeout] != 1 {
 		t.Fatalf("scheduled %v skipped %v timeouts %v", p.scheduled, p.skipped, p.requests[p.timeout])
 	}
-	if p.consecutive != 5 || p.failingAt != 10 {
-		t.Errorf("streak %v since %v, want 5 since 10", p.consecutive, p.failingAt)
+	// The streak starts at the earliest arrival, the timed-out request's.
+	if p.consecutive != 5 || p.failingAt != 0 {
+		t.Errorf("streak %v since %v, want 5 since 0", p.consecutive, p.failingAt)
 	}
 	for i, s := range p.slo {
 		if s[0] != 0 || s[1] != 5 {
@@ -57,13 +58,13 @@ func TestProbeSimRecovers(t *testing.T) {
 	spec := &ProbeSpec{Interval: time.Minute, SLO: srv.SLOFor(0.99), Seed: 1,
 		Faults: []Fault{{Kind: FaultDown, From: 0, To: 150 * time.Second}}}
 	p := newProbeSim(spec, &srv, 0)
-	p.start(0, 1)
+	p.start(1, 1)
 	p.advance(121_000)
-	if p.consecutive != 3 || p.failingAt != 0 || p.requests[p.connErr] != 3 {
+	if p.consecutive != 3 || p.failingAt != 0.001 || p.requests[p.connErr] != 3 {
 		t.Fatalf("streak %v since %v, connect errors %v", p.consecutive, p.failingAt, p.requests[p.connErr])
 	}
 	p.advance(200_000)
-	if p.consecutive != 0 || p.failingAt != 0 || p.success != 1 || p.lastRun != 180 || p.ttftCount != 1 {
+	if p.consecutive != 0 || p.failingAt != 0 || p.success != 1 || p.lastRun != 180.001 || p.ttftCount != 1 {
 		t.Errorf("after recovery: streak %v since %v success %v last run %v ttft count %v",
 			p.consecutive, p.failingAt, p.success, p.lastRun, p.ttftCount)
 	}

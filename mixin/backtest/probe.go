@@ -230,9 +230,12 @@ func (p *probeSim) fault(kind FaultKind, at int64) (int, *Fault) {
 	return -1, nil
 }
 
+// streak adds a failed or skipped arrival to the failure streak. As in
+// collector's streak, the streak starts at its earliest arrival: a request
+// that times out is counted after the arrivals skipped meanwhile.
 func (p *probeSim) streak(arrival int64) {
-	if p.consecutive == 0 {
-		p.failingAt = float64(arrival) / 1000
+	if t := float64(arrival) / 1000; p.consecutive == 0 || t < p.failingAt {
+		p.failingAt = t
 	}
 	p.consecutive++
 }
