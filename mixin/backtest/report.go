@@ -76,23 +76,33 @@ func counts(rs []CaseResult, inst, firings func(CaseResult) int) string {
 }
 
 // resolveText is the worst resolution over runs, with the alerts that
-// resolved last when that is later than 5 minutes.
+// resolved last when that is later than 5 minutes, and the earliest page
+// that fired again after the recovery.
 func resolveText(rs []CaseResult) string {
-	var w *CaseResult
+	var w, re *CaseResult
 	for i := range rs {
 		if rs[i].Measured && (w == nil || rs[i].Resolve > w.Resolve) {
 			w = &rs[i]
 		}
+		if rs[i].Repaged && (re == nil || rs[i].RepagedAfter < re.RepagedAfter) {
+			re = &rs[i]
+		}
 	}
+	var s string
 	switch {
 	case w == nil:
 		return "–"
 	case w.Unresolved:
-		return fmt.Sprintf("> %s (%s)", fmtDur(w.Resolve), w.LastToResolve)
+		s = fmt.Sprintf("> %s (%s)", fmtDur(w.Resolve), w.LastToResolve)
 	case w.Resolve > 5*time.Minute:
-		return fmt.Sprintf("%s (%s)", fmtDur(w.Resolve), w.LastToResolve)
+		s = fmt.Sprintf("%s (%s)", fmtDur(w.Resolve), w.LastToResolve)
+	default:
+		s = fmtDur(w.Resolve)
 	}
-	return fmtDur(w.Resolve)
+	if re != nil {
+		s += fmt.Sprintf("; paged again %s after", fmtDur(re.RepagedAfter))
+	}
+	return s
 }
 
 // union merges "name" and "name xN" lists over runs, keeping each
@@ -194,7 +204,7 @@ func (r *Report) Markdown(srv Server, rulesPath string) string {
 		RulesFile, digest, seeds, r.Elapsed.Round(time.Second), runtime.NumCPU(), totalTargets, totalMiss)
 
 	b.WriteString("#### Incidents\n\n")
-	b.WriteString("Times are from the incident's start (first page, first ticket) or from the recovery or removal (resolved: the last alert of the probe or prober stops firing). Pages and tickets count distinct alert instances that fired.\n\n")
+	b.WriteString("Times are from the incident's start (first page, first ticket) or from the recovery or removal (resolved: the last alert of the probe's target or of the prober stops firing, naming the alerts that took longest; \"paged again\": a page fired anew after the recovery). Pages and tickets count distinct alert instances that fired, with every firing when some fired more than once; Alertmanager's grouping and inhibition come after this.\n\n")
 	b.WriteString("| Scenario | Every | Objective | First page | First ticket | Pages | Tickets | Resolved | Paged by | Targets |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, rw := range rows {

@@ -33,6 +33,10 @@ type CaseResult struct {
 	Resolve              time.Duration
 	// LastToResolve names the alerts that resolved last (or never).
 	LastToResolve string
+	// Repaged: a page alert went firing again after the recovery or
+	// removal, first at RepagedAfter.
+	Repaged      bool
+	RepagedAfter time.Duration
 	// RunEnd is the run's length after time 0.
 	RunEnd time.Duration
 	// PerMonth scales firings of a healthy run to 30 days.
@@ -71,6 +75,9 @@ func evaluateCase(sc Scenario, c Case, r *RunResult) CaseResult {
 			if e.Open {
 				res.Unresolved = true
 			}
+		}
+		if ref > 0 && e.Severity == SeverityPage && e.Fired > ref && (!res.Repaged || e.Fired-ref < res.RepagedAfter) {
+			res.Repaged, res.RepagedAfter = true, e.Fired-ref
 		}
 		if e.Fired < 0 {
 			continue
