@@ -90,7 +90,7 @@ func TestRulesAnalysis(t *testing.T) {
 	for _, i := range rs.PageClosure() {
 		names = append(names, rs.Rules[i].Record+rs.Rules[i].Alert)
 	}
-	want := []string{"target:bad:rate5m", "target:bad:max10m", "TestBad", "TestStreak", "TestAbsent"}
+	want := []string{"target:bad:rate5m", "target:bad:max10m", "TestBad", "TestStreak", "TestAbsent", "TestHold"}
 	if !slices.Equal(names, want) {
 		t.Errorf("page closure %v, want %v", names, want)
 	}
@@ -108,8 +108,10 @@ func TestRulesAnalysis(t *testing.T) {
 	if n.evalLead != 10*time.Minute {
 		t.Errorf("eval lead %v, want 10m", n.evalLead)
 	}
-	if rs.readsLaterOutput(nil) {
-		t.Error("no rule reads a later rule's output")
+	// TestHold, the last rule, reads its own ALERTS.
+	last := len(rs.Rules) - 1
+	if got := rs.feedbackSpans(rs.keptOrder(nil)); !slices.Equal(got, [][2]int{{last, last}}) {
+		t.Errorf("feedback spans %v, want [[%d %d]]", got, last, last)
 	}
 	if _, ok := n.raw[mSuccess]; ok {
 		t.Error("llm_probe_success is read by no rule")

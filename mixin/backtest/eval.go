@@ -27,6 +27,10 @@ type rangeCache struct {
 	start, end time.Time
 	step       time.Duration
 	m          map[rangeKey]*rangeResult
+	// tick: the rule being evaluated reads its own or a later rule's
+	// output (Rules.feedbackSpans), so it is evaluation by evaluation,
+	// with instant queries.
+	tick bool
 	// open are the chunk's range queries: Close hands their points back
 	// to the engine's pools, so they stay open while m refers to them.
 	open []promql.Query
@@ -63,7 +67,7 @@ func (c *rangeCache) instant(ctx context.Context, qs string, t time.Time) (promq
 }
 
 func (c *rangeCache) query(ctx context.Context, qs string, t time.Time) (promql.Vector, error) {
-	if t.Before(c.start) || t.After(c.end) || t.Sub(c.start)%c.step != 0 {
+	if c.tick || t.Before(c.start) || t.After(c.end) || t.Sub(c.start)%c.step != 0 {
 		return c.instant(ctx, qs, t)
 	}
 	key := rangeKey{qs, c.start.UnixMilli(), c.step.Milliseconds()}

@@ -292,38 +292,58 @@ func (r *Rules) evalOrder() []int {
 	return out
 }
 
-// readsLaterOutput reports whether a rule among keep (in evaluation order)
-// reads what a rule at or after it writes: a recorded series, or ALERTS.
-// Prometheus then reads the previous evaluation's value, which chunked
-// evaluation (World.Run) cannot reproduce.
-func (r *Rules) readsLaterOutput(keep []int) bool {
+// keptOrder returns the indexes of the rules among keep (all when nil)
+// in evaluation order.
+func (r *Rules) keptOrder(keep []int) []int {
 	order := r.evalOrder()
-	if keep != nil {
-		kept := make(map[int]bool, len(keep))
-		for _, i := range keep {
-			kept[i] = true
-		}
-		order = slices.DeleteFunc(order, func(i int) bool { return !kept[i] })
+	if keep == nil {
+		return order
 	}
+	kept := make(map[int]bool, len(keep))
+	for _, i := range keep {
+		kept[i] = true
+	}
+	return slices.DeleteFunc(order, func(i int) bool { return !kept[i] })
+}
+
+// feedbackSpans returns the spans [first, last] of positions in order
+// (rule indexes in evaluation order) where a rule reads what a rule at or
+// after it writes: a recorded series, or ALERTS (an alert that holds
+// through its own ALERTS series). Prometheus gives such a rule the value
+// of the previous evaluation, so a span's rules must be evaluated together
+// evaluation by evaluation (World.Run); overlapping spans are merged.
+func (r *Rules) feedbackSpans(order []int) [][2]int {
+	var spans [][2]int
 	for pos, i := range order {
-		for _, j := range order[pos:] {
+		last := -1
+		for k := pos; k < len(order); k++ {
+			j := order[k]
 			out := r.Rules[j].Record
 			if out == "" {
 				out = "ALERTS"
 			}
 			for _, s := range r.Rules[i].selectors {
 				if s.matchesName(out) || (r.Rules[j].Alert != "" && s.matchesName("ALERTS_FOR_STATE")) {
-					return true
+					last = k
 				}
 			}
 		}
+		if last < 0 {
+			continue
+		}
+		if n := len(spans); n > 0 && pos <= spans[n-1][1] {
+			spans[n-1][1] = max(spans[n-1][1], last)
+			continue
+		}
+		spans = append(spans, [2]int{pos, last})
 	}
-	return false
+	return spans
 }
 
 // loadGroups loads the rules file into m, keeping only the rules at
 // indexes keep (all when nil). With single, every rule is a group of its
-// own, in evaluation order; otherwise the groups are r.GroupOrder's.
+// own, in evaluation order (keptOrder's); otherwise the groups are
+// r.GroupOrder's.
 // Alerting rules are marked restored, as promtool does, so that they write
 // ALERTS from the start.
 func (r *Rules) loadGroups(m *rules.Manager, opts *rules.ManagerOptions, keep []int, single bool) ([]*rules.Group, error) {

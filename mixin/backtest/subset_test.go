@@ -69,7 +69,7 @@ func TestChunkedEqualsExact(t *testing.T) {
 			w := &World{
 				Name: "equivalence", Rules: rs, Keep: rs.PageClosure(), Server: srv,
 				Restarts: []time.Duration{25 * m}, Vanish: []Span{{45 * m, 50 * m}},
-				End: time.Hour, Seed: 7, Exact: exact, Chunk: 20 * m,
+				End: time.Hour, Seed: 7, Exact: exact, Chunk: 7 * m,
 				Probes: []ProbeSpec{
 					{Target: "a", Probe: "p", Model: "m", Interval: 10 * time.Second, SLO: srv.SLOFor(0.99), Seed: 1,
 						Faults: []Fault{{Kind: FaultHung, To: 20 * m}}},

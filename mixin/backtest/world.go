@@ -120,8 +120,9 @@ func (w *World) Run(ctx context.Context, tmpDir string) (_ *RunResult, err error
 	}
 	t0 := epoch.UnixMilli()
 	evalLead := max(nd.evalLead+30*time.Minute, time.Hour)
-	// Evaluations on a 30 s grid (every group interval is a multiple of
-	// its tick, see below) that starts evalLead before the incident.
+	// Rules are evaluated on a grid that starts evalLead before the
+	// incident, each group every its interval (tick, below, divides them
+	// all).
 	evalStart := t0 - evalLead.Milliseconds()
 	end := t0 + w.End.Milliseconds()
 
@@ -176,7 +177,9 @@ func (w *World) Run(ctx context.Context, tmpDir string) (_ *RunResult, err error
 	defer engine.Close()
 	cache := &rangeCache{engine: engine, q: db, m: make(map[rangeKey]*rangeResult)}
 	defer cache.close()
-	exact := w.Exact || w.Rules.readsLaterOutput(w.Keep)
+	exact := w.Exact
+	order := w.Rules.keptOrder(w.Keep)
+	spans := w.Rules.feedbackSpans(order)
 	queryFunc := cache.query
 	if exact {
 		queryFunc = cache.instant
@@ -193,6 +196,9 @@ func (w *World) Run(ctx context.Context, tmpDir string) (_ *RunResult, err error
 	groups, err := w.Rules.loadGroups(mgr, mopts, w.Keep, !exact)
 	if err != nil {
 		return nil, err
+	}
+	if !exact && len(groups) != len(order) {
+		return nil, fmt.Errorf("%d rules loaded, %d kept", len(groups), len(order))
 	}
 	tick := DefaultEvalInterval.Milliseconds()
 	for _, g := range groups {
@@ -436,7 +442,23 @@ func (w *World) Run(ctx context.Context, tmpDir string) (_ *RunResult, err error
 			}
 		} else {
 			cache.close()
-			for _, g := range groups {
+			for pos := 0; pos < len(groups); pos++ {
+				if i := slices.IndexFunc(spans, func(s [2]int) bool { return s[0] == pos }); i >= 0 {
+					// A feedback span: its rules together, evaluation by
+					// evaluation, as Prometheus orders them.
+					cache.tick = true
+					for t := from; t <= to; t += tick {
+						for _, g := range groups[pos : spans[i][1]+1] {
+							if err := evalAt(g, t); err != nil {
+								return nil, err
+							}
+						}
+					}
+					cache.tick = false
+					pos = spans[i][1]
+					continue
+				}
+				g := groups[pos]
 				// The group's evaluation times within [from, to].
 				iv := g.Interval().Milliseconds()
 				first := from + (iv-(from-evalStart)%iv)%iv
