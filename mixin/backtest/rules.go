@@ -79,6 +79,20 @@ func (s selector) matchesName(name string) bool {
 	return true
 }
 
+// matchesAlert reports whether s can select the ALERTS or
+// ALERTS_FOR_STATE series of the alert called alert.
+func (s selector) matchesAlert(alert string) bool {
+	if !s.matchesName("ALERTS") && !s.matchesName("ALERTS_FOR_STATE") {
+		return false
+	}
+	for _, m := range s.matchers {
+		if m.Name == model.AlertNameLabel && !m.Matches(alert) {
+			return false
+		}
+	}
+	return true
+}
+
 // Rules is the analysed rules file.
 type Rules struct {
 	Path string
@@ -317,13 +331,9 @@ func (r *Rules) feedbackSpans(order []int) [][2]int {
 	for pos, i := range order {
 		last := -1
 		for k := pos; k < len(order); k++ {
-			j := order[k]
-			out := r.Rules[j].Record
-			if out == "" {
-				out = "ALERTS"
-			}
+			rj := r.Rules[order[k]]
 			for _, s := range r.Rules[i].selectors {
-				if s.matchesName(out) || (r.Rules[j].Alert != "" && s.matchesName("ALERTS_FOR_STATE")) {
+				if (rj.Record != "" && s.matchesName(rj.Record)) || (rj.Alert != "" && s.matchesAlert(rj.Alert)) {
 					last = k
 				}
 			}
