@@ -57,7 +57,7 @@ type World struct {
 	// group in order, each rule by an instant query. Otherwise rules are
 	// evaluated chunk by chunk (see rangeCache), with the same results.
 	Exact bool
-	// Chunk is the chunk length when not Exact; 0 means 6h.
+	// Chunk is the chunk length when not Exact; 0 means 2h.
 	Chunk time.Duration
 }
 
@@ -156,9 +156,16 @@ func (w *World) Run(ctx context.Context, tmpDir string) (_ *RunResult, err error
 	opts.WALSegmentSize = -1
 	opts.IsolationDisabled = true
 	opts.RetentionDuration = 0
-	// The head's chunk range bounds how far behind the newest scrape a
-	// rule may still write (half of it); chunks of evaluation need room.
-	opts.MinBlockDuration = (24 * time.Hour).Milliseconds()
+	// The head is compacted into blocks after every chunk of evaluation,
+	// as Prometheus compacts it every 2 hours: queries cost by how many
+	// chunks of a series the head holds, so a head holding weeks makes
+	// every 5-minute lookup slow. Rules may still write half the head's
+	// chunk range behind the newest scrape, which bounds the chunk.
+	chunk := w.Chunk
+	if chunk <= 0 {
+		chunk = 2 * time.Hour
+	}
+	opts.MinBlockDuration = 2 * chunk.Milliseconds()
 	opts.MaxBlockDuration = opts.MinBlockDuration
 	logger := promslog.NewNopLogger()
 	db, err := tsdb.Open(dir, logger, nil, opts, nil)
@@ -418,10 +425,6 @@ func (w *World) Run(ctx context.Context, tmpDir string) (_ *RunResult, err error
 		tracker.observe(g, t)
 		return nil
 	}
-	chunk := w.Chunk
-	if chunk <= 0 {
-		chunk = 6 * time.Hour
-	}
 	steps := max(chunk.Milliseconds()/tick, 1)
 	if exact {
 		steps = 1
@@ -475,6 +478,9 @@ func (w *World) Run(ctx context.Context, tmpDir string) (_ *RunResult, err error
 			}
 		}
 		res.Evals += int((to-from)/tick) + 1
+		if err := db.Compact(ctx); err != nil {
+			return nil, err
+		}
 	}
 	res.Episodes = tracker.finish(end)
 	res.Elapsed = time.Since(began)
