@@ -52,14 +52,20 @@
 // sees:
 //
 //   - Chunked evaluation (rangeCache): within a chunk of evaluation times
-//     (6h), each rule is evaluated at all of them before the next rule, and
+//     (2h), each rule is evaluated at all of them before the next rule, and
 //     its expression is answered from one range query over the chunk, whose
 //     engine slides each window instead of re-reading it. PromQL defines a
 //     range query as the instant queries at its steps; TestChunkedEqualsExact
 //     checks that whole runs give the same alert episodes, to the
-//     evaluation, as promtool's order with instant queries. Rules files
-//     where a rule reads a later rule's output (which Prometheus reads one
-//     evaluation late) fall back to promtool's order.
+//     evaluation, as promtool's order with instant queries. A rule that
+//     reads what it or a later rule writes (LLMTargetDown holds through its
+//     own ALERTS series; Prometheus gives it the previous evaluation's
+//     value) is evaluated evaluation by evaluation, with instant queries,
+//     together with the rules up to the one it reads (Rules.feedbackSpans).
+//   - The head is compacted into blocks after every chunk, as Prometheus
+//     compacts it every two hours: a head querier lists every chunk of a
+//     series for any query, and a head holding weeks would make each
+//     5-minute lookup slower by the day.
 //   - Only the rules an alert depends on are evaluated (Rules.AlertClosure:
 //     recording rules followed by metric name); the 30-day noise runs keep
 //     only the page alerts and their dependencies (Rules.PageClosure), as
@@ -74,9 +80,9 @@
 //     own target label) of one prober, in one storage and one evaluation
 //     pass; seeds are separate worlds, run in parallel.
 //
-// On the 2-core development machine the subset takes about 1.5 minutes
-// (30 days of noise at two rates is most of it) and the full matrix with
-// 3 seeds about 20 minutes.
+// On the shared 2-core development machine the subset takes about 80
+// seconds (30 days of noise at two rates is 75 of them), and the full
+// matrix, 3 seeds of every case, about 7.5 minutes on both cores.
 //
 // # What it does not model
 //
