@@ -48,9 +48,13 @@
     //    needs several bad requests, never a fixed request count that the
     //    probe rate sits on;
     //  - the incident is not over: after a severe incident (error ratio
-    //    over sloSevereWindow at least sloSevereRatio) a clean
-    //    sloRecentWindow (requests, none bad) resolves it, rather than the
-    //    short window cooling down for up to its length.
+    //    over sloSevereWindow at least sloSevereRatio at some time in the
+    //    last sloSevereLookback) a sloRecentWindow with requests and
+    //    under sloSevereRatio of them bad resolves it, rather than the short window cooling down for
+    //    up to its length; the lookback covers the longest short window,
+    //    so the windows still over their threshold after the recovery do
+    //    not fire it again. Below that severity the short windows decide,
+    //    so a moderate burn does not flap with every clean few minutes.
     // page: true pages (pageSeverity), else ticketSeverity.
     sloBurnRateAlerts: {
       LLMProbeSLOErrorBudgetBurnFast: {
@@ -74,6 +78,7 @@
     sloRecentWindow: '4m',
     sloSevereWindow: '30m',
     sloSevereRatio: 0.5,
+    sloSevereLookback: '6h',
     // Evaluation interval of the SLO recording rules and of the alert
     // groups that read probe series: the backtest's timings assume it.
     sloRulesInterval: '30s',

@@ -41,11 +41,11 @@ local gpuAlerts = import 'gpu.libsonnet';
         (%(minBad)s + %(longN)s * on (%(key)s) %(budget)s + %(sigmas)s * sqrt(%(longN)s * on (%(key)s) %(budget)s))
       and on (%(key)s)
         (
-            %(recent)s > 0
+            %(recent)s >= %(severeRatio)s
           or
             %(recentN)s == 0
           or
-            %(severe)s < %(severeRatio)s
+            max_over_time(%(severe)s[%(severeLookback)s]) < %(severeRatio)s
         )
     )
   ||| % {
@@ -62,6 +62,7 @@ local gpuAlerts = import 'gpu.libsonnet';
     recentN: requests(c.sloRecentWindow),
     severe: ratio(c.sloSevereWindow),
     severeRatio: n(c.sloSevereRatio),
+    severeLookback: c.sloSevereLookback,
   },
   local indent(s, prefix) = std.join('\n', [if l == '' then l else prefix + l for l in std.split(s, '\n')]),
   local numberWords = ['zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten'],
