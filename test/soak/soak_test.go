@@ -236,6 +236,17 @@ func TestSoak(t *testing.T) {
 	testutil.WriteFile(t, cfgPath, quietEnd)
 	reload(t, base, prober)
 	final := waitSettled(t, s)
+	// The counters settle first; goroutines of connections the transport
+	// is still closing can take some seconds more on a loaded machine
+	// (seen: 68 against 36 under a parallel make test, 36 again alone).
+	// A leak stays above the slack however long this waits.
+	for range 15 {
+		if final.Sum("go_goroutines") <= baseline.Sum("go_goroutines")+goroutineSlack {
+			break
+		}
+		time.Sleep(time.Second)
+		final = s.sample(0)
+	}
 	if v := final.Sum("llm_prober_config_last_reload_successful"); v != 1 {
 		t.Errorf("llm_prober_config_last_reload_successful = %v after the reloads", v)
 	}
@@ -335,13 +346,17 @@ func checkOutcomes(t *testing.T, final sample) {
 	}
 }
 
+// goroutineSlack is how many goroutines above the start the settled
+// prober may keep: connections the transport is still tearing down.
+const goroutineSlack = 15
+
 func checkGoroutines(t *testing.T, baseline sample, samples []sample, final sample) {
 	t.Helper()
 	b, f := baseline.Sum("go_goroutines"), final.Sum("go_goroutines")
 	// Idle connections of rebuilt drivers are closed; what stays is the
 	// same set of long-lived goroutines as at the start. A little slack
 	// for connections the transport is still tearing down.
-	if f > b+15 {
+	if f > b+goroutineSlack {
 		t.Errorf("goroutines grew: %v at the start, %v at the end (settled)", b, f)
 	}
 	// During the run the count follows the load; its second half must not
