@@ -125,8 +125,7 @@ func TestAlertmanager(t *testing.T) {
 	// make test installs both (scripts/ensure-promtool.sh,
 	// scripts/ensure-alertmanager.sh) and sets the REQUIRE variables, so
 	// the test skips only when run by hand on a machine without them.
-	prometheusBin := testutil.RequireTool(t, "prometheus", "LLM_PROBER_REQUIRE_PROMTOOL",
-		"the Alertmanager test needs a real Prometheus. Install Debian's prometheus package (apt-get install prometheus; `make test` does it through scripts/ensure-promtool.sh) or put a prometheus 2.42+ binary on PATH")
+	prometheusBin := requirePrometheus(t, "the Alertmanager test")
 	alertmanagerBin := testutil.RequireAlertmanager(t)
 	root := testutil.RepoRoot(t)
 	// Prometheus reads the rules and Alertmanager its configuration:

@@ -60,6 +60,16 @@ var e2eValues = map[string]string{
 	"__rate_interval": "20s", "__interval": "2s", "__range": "2m",
 }
 
+// requirePrometheus is Debian's prometheus (2.42+) on PATH, which `make
+// test` installs (scripts/ensure-promtool.sh) and then requires through
+// LLM_PROBER_REQUIRE_PROMTOOL; run by hand without it, test (a phrase such
+// as "the end-to-end test") skips, saying how to get it.
+func requirePrometheus(t *testing.T, test string) string {
+	t.Helper()
+	return testutil.RequireTool(t, "prometheus", "LLM_PROBER_REQUIRE_PROMTOOL",
+		test+" needs a real Prometheus. Install Debian's prometheus package (apt-get install prometheus, which also gives promtool; `make test` does it through scripts/ensure-promtool.sh) or put a prometheus 2.42+ binary on PATH")
+}
+
 func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test skipped in -short mode")
@@ -67,8 +77,7 @@ func TestEndToEnd(t *testing.T) {
 	// make test installs Debian's prometheus package
 	// (scripts/ensure-promtool.sh) and sets LLM_PROBER_REQUIRE_PROMTOOL, so
 	// the test skips only when run by hand on a machine without it.
-	prometheusBin := testutil.RequireTool(t, "prometheus", "LLM_PROBER_REQUIRE_PROMTOOL",
-		"the end-to-end test needs a real Prometheus. Install Debian's prometheus package (apt-get install prometheus, which also gives promtool; `make test` does it through scripts/ensure-promtool.sh) or put a prometheus 2.42+ binary on PATH")
+	prometheusBin := requirePrometheus(t, "the end-to-end test")
 	root := testutil.RepoRoot(t)
 	// Besides the sources (BuildBinary reads those), Prometheus reads the
 	// rules and the test the dashboards and docs: go test's cache must

@@ -98,8 +98,7 @@ func TestHistogramModes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test skipped in -short mode")
 	}
-	prometheus2 := testutil.RequireTool(t, "prometheus", "LLM_PROBER_REQUIRE_PROMTOOL",
-		"the histogram-mode test needs a real Prometheus. Install Debian's prometheus package (apt-get install prometheus; `make test` does it through scripts/ensure-promtool.sh) or put a prometheus 2.42+ binary on PATH")
+	prometheus2 := requirePrometheus(t, "the histogram-mode test")
 	prometheus3, why3 := findPrometheus3(t)
 	root := testutil.RepoRoot(t)
 	testutil.RecordInputs(t, ".yml", ".yaml", ".json")
