@@ -254,6 +254,18 @@ type Command struct {
 	Line int      // 1-based line of the command's first line
 	Text string   // as written, continuation lines joined
 	Args []string // the arguments after the program name
+	// Shell says the block is marked as shell (sh, bash, shell, console,
+	// zsh): every line there that runs llm-prober is a command. In other
+	// blocks such a line may be output ("llm-prober bench: no level …").
+	Shell bool
+}
+
+func shellLang(lang string) bool {
+	switch lang {
+	case "sh", "bash", "shell", "console", "zsh", "shell-session":
+		return true
+	}
+	return false
 }
 
 // Commands returns every command line in d's code blocks that runs
@@ -281,7 +293,7 @@ func (d *Doc) Commands() ([]Command, []string) {
 				problems = append(problems, fmt.Sprintf("%s:%d: %v", d.Path, line, err))
 				continue
 			}
-			cmds = append(cmds, Command{Path: d.Path, Line: line, Text: text, Args: words[1:]})
+			cmds = append(cmds, Command{Path: d.Path, Line: line, Text: text, Args: words[1:], Shell: shellLang(b.Lang)})
 		}
 	}
 	return cmds, problems
