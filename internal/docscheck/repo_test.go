@@ -222,7 +222,7 @@ func matchName(pattern, name string) bool {
 // (mux.Handle and mux.HandleFunc in cmd/llm-prober and status) is a row of
 // README's endpoint table.
 func TestReadmeListsEveryEndpoint(t *testing.T) {
-	root, docs := repo(t)
+	root, _ := repo(t)
 	routes := muxRoutes(t, root, "cmd/llm-prober", "status")
 	if len(routes) < 5 {
 		t.Fatalf("found only %d routes (%v): the route scan is broken", len(routes), routes)
@@ -243,7 +243,6 @@ func TestReadmeListsEveryEndpoint(t *testing.T) {
 			listed[p] = true
 		}
 	}
-	_ = docs
 	if len(listed) == 0 {
 		t.Fatal("README.md: no endpoint table (a heading containing \"Endpoints\" followed by rows | `/path` | … |)")
 	}
