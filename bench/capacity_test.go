@@ -120,3 +120,38 @@ func TestCapacitySearchNoLevelMeetsSLO(t *testing.T) {
 		t.Errorf("%d steps, want 3 (4, 2, 1)", n)
 	}
 }
+
+// TestQuickSweepTopReachesCapacity: the quick sweep's maximum-throughput
+// step at concurrency 64 reads the simulator's analytic capacity. Over
+// the send span plus the drain (64 queued requests, 4.6 s at 13.9/s) the
+// same step read about 57% of it with 6 s windows, and the sweep's rates
+// stopped well short of the knee. Completions arrive in batches of 8
+// every 576 ms, so a 6 s window counts 10 or 11 of them: 96% to 106%.
+func TestQuickSweepTopReachesCapacity(t *testing.T) {
+	o, want := kneeOptions(t, Settings{
+		Mode: ModeRate, QuickSweep: 1, SweepConcurrency: 64,
+		Duration: 6 * time.Second, Warmup: time.Second,
+	})
+	rep, code := Run(context.Background(), o)
+	stdout := o.Stdout.(interface{ String() string }).String()
+	if code != ExitPass || len(rep.Steps) != 3 {
+		t.Fatalf("exit %d, %d steps\n%s\n%s", code, len(rep.Steps), stdout, o.Stderr.(interface{ String() string }).String())
+	}
+	top := rep.Steps[1]
+	got, x := top.RequestsPerSecond, want.RequestsPerSecond
+	spanRate := float64(top.Successes) / top.MeasurementSeconds
+	t.Logf("top %.2f/s over the completion window, %.2f/s over the span with the drain; analytic %.2f/s", got, spanRate, x)
+	if top.Phase != phaseThroughput || top.Completions == nil {
+		t.Fatalf("step 2 is %q with completion window %v", top.Phase, top.Completions)
+	}
+	if got < 0.9*x || got > 1.15*x {
+		t.Errorf("maximum-throughput step read %.2f/s, %.0f%% of the analytic capacity %.2f/s; want 90%% to 115%%\n%s", got, got/x*100, x, stdout)
+	}
+	if !strings.Contains(stdout, "completed in the 6.00 s measurement window") {
+		t.Errorf("the step's table does not say how its throughput was measured\n%s", stdout)
+	}
+	lo := rep.Steps[0].RequestsPerSecond
+	if sweep := rep.Steps[2]; math.Abs(sweep.Level-(lo+got)/2) > 1e-6*sweep.Level {
+		t.Errorf("sweep rate %g, want halfway between %g and %g", sweep.Level, lo, got)
+	}
+}

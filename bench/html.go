@@ -20,15 +20,19 @@ import (
 // escaped with template.HTMLEscapeString, so a server's error message or
 // a target name cannot become markup.
 
-// Chart geometry in SVG user units; charts scale to the page width.
+// Chart geometry in SVG user units, which are CSS pixels: every chart is
+// drawn at its own size (width and height attributes) and only shrinks
+// to fit a narrow page, never stretches, so its 11-12 px text stays that
+// size; stretched to a 1,500 px page a 480-unit chart's ticks were 30 px.
 const (
 	chartW, chartH         = 480, 280
 	chartL, chartR         = 60, 12
 	chartT, chartB         = 26, 40
+	timelineW              = 960
 	timelineMaxRequests    = 600
 	distBins               = 40
 	timelineRowsMinHeight  = 120
-	timelineRowsPerRequest = 2
+	timelineRowsPerRequest = 1
 )
 
 // WriteHTML writes rep as a self-contained HTML page.
@@ -43,6 +47,9 @@ type htmlView struct {
 	Curves          []template.HTML
 	Steps           []htmlStep
 	Merged          bool
+	// ShowGoodput and ShowVerdict keep the table's columns only when a
+	// step has something in them (a run without --slo has neither).
+	ShowGoodput, ShowVerdict bool
 }
 
 type htmlStep struct {
@@ -103,6 +110,8 @@ func newHTMLView(rep *Report) *htmlView {
 		if s.Goodput != nil {
 			hs.Goodput = fmt.Sprintf("%.2f%%", s.Goodput.Ratio*100)
 		}
+		v.ShowGoodput = v.ShowGoodput || hs.Goodput != ""
+		v.ShowVerdict = v.ShowVerdict || hs.Verdict != ""
 		if h := s.Histograms; h != nil {
 			hs.Dists = []template.HTML{
 				distChart(h.TTFT, "TTFT", s.Label()),
@@ -162,10 +171,10 @@ func niceTicks(lo, hi float64, n int) []float64 {
 
 func tickLabel(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }
 
-// svgOpen starts a chart with its accessible title, the text a reader
-// gets on hover and a screen reader reads.
-func svgOpen(b *strings.Builder, class, title string, h int) {
-	fmt.Fprintf(b, `<svg class="%s" viewBox="0 0 %d %d" role="img"><title>%s</title>`, class, chartW, h, template.HTMLEscapeString(title))
+// svgOpen starts a chart of w×h units with its accessible title, the text
+// a reader gets on hover and a screen reader reads.
+func svgOpen(b *strings.Builder, class, title string, w, h int) {
+	fmt.Fprintf(b, `<svg class="%s" width="%d" height="%d" viewBox="0 0 %d %d" role="img"><title>%s</title>`, class, w, h, w, h, template.HTMLEscapeString(title))
 }
 
 // axes draws the plot frame, ticks and labels of an x/y chart.
@@ -186,24 +195,38 @@ func axes(b *strings.Builder, xt, yt []float64, sx, sy func(float64) float64, xL
 
 // curveChart plots a statistic's p50, p90 and p99 (ms) against each
 // step's achieved request rate: the latency-throughput curve whose knee
-// is the capacity. Steps are joined in order of achieved rate.
+// is the capacity. Completed steps are joined in order of achieved rate,
+// not in the order a search ran them. A step stopped early (or
+// interrupted) measured only its first seconds, past the knee: joined, it
+// drew a spike the curve never had, so it is a hollow marker off the line.
 func curveChart(steps []*Step, short, long string, get func(*Step) Summary, slo float64) template.HTML {
-	type pt struct{ x, p50, p90, p99 float64 }
+	type pt struct {
+		x, p50, p90, p99 float64
+		early            bool
+	}
 	var pts []pt
+	nEarly := 0
 	for _, s := range steps {
 		sm := get(s)
 		if sm.Count == 0 || !(s.RequestsPerSecond > 0) {
 			continue
 		}
-		pts = append(pts, pt{s.RequestsPerSecond, sm.P50 * 1e3, sm.P90 * 1e3, sm.P99 * 1e3})
+		early := s.StoppedEarly != "" || s.Interrupted
+		if early {
+			nEarly++
+		}
+		pts = append(pts, pt{s.RequestsPerSecond, sm.P50 * 1e3, sm.P90 * 1e3, sm.P99 * 1e3, early})
 	}
-	slices.SortFunc(pts, func(a, b pt) int { return cmpFloat(a.x, b.x) })
+	slices.SortStableFunc(pts, func(a, b pt) int { return cmpFloat(a.x, b.x) })
 	var b strings.Builder
 	title := fmt.Sprintf("%s p50, p90 and p99 (ms) against achieved requests per second over %d steps", long, len(pts))
+	if nEarly > 0 {
+		title += fmt.Sprintf(", %d of them stopped early or interrupted (hollow squares, not joined)", nEarly)
+	}
 	if slo > 0 {
 		title += fmt.Sprintf("; SLO %s ms dashed", formatMS(slo))
 	}
-	svgOpen(&b, "curve", title, chartH)
+	svgOpen(&b, "curve", title, chartW, chartH)
 	xmax, ymax := 0.0, slo*1e3
 	for _, p := range pts {
 		xmax, ymax = max(xmax, p.x), max(ymax, p.p99)
@@ -218,9 +241,12 @@ func curveChart(steps []*Step, short, long string, get func(*Step) Summary, slo 
 	}
 	for k, cls := range []string{"p50", "p90", "p99"} {
 		var d strings.Builder
-		for i, p := range pts {
+		for _, p := range pts {
+			if p.early {
+				continue
+			}
 			y := [3]float64{p.p50, p.p90, p.p99}[k]
-			if i == 0 {
+			if d.Len() == 0 {
 				d.WriteString("M")
 			} else {
 				d.WriteString("L")
@@ -229,12 +255,20 @@ func curveChart(steps []*Step, short, long string, get func(*Step) Summary, slo 
 		}
 		if d.Len() > 0 {
 			fmt.Fprintf(&b, `<path class="line %s" d="%s"/>`, cls, d.String())
-			for _, p := range pts {
-				y := [3]float64{p.p50, p.p90, p.p99}[k]
-				fmt.Fprintf(&b, `<circle class="dot %s" cx="%s" cy="%s" r="3"/>`, cls, num(sx(p.x)), num(sy(y)))
+		}
+		for _, p := range pts {
+			x, y := sx(p.x), sy([3]float64{p.p50, p.p90, p.p99}[k])
+			if p.early {
+				fmt.Fprintf(&b, `<rect class="early %s" x="%s" y="%s" width="7" height="7"/>`, cls, num(x-3.5), num(y-3.5))
+			} else {
+				fmt.Fprintf(&b, `<circle class="dot %s" cx="%s" cy="%s" r="3"/>`, cls, num(x), num(y))
 			}
 		}
 		fmt.Fprintf(&b, `<text class="legend %s" x="%d" y="%d">%s</text>`, cls, chartW-chartR-120+k*40, chartT-8, cls)
+	}
+	if nEarly > 0 {
+		fmt.Fprintf(&b, `<rect class="early key" x="%d" y="%d" width="7" height="7"/><text class="legend key" x="%d" y="%d">stopped early</text>`,
+			chartW-chartR-215, chartT-15, chartW-chartR-204, chartT-8)
 	}
 	if len(pts) == 0 {
 		fmt.Fprintf(&b, `<text class="empty" x="%d" y="%d" text-anchor="middle">no step with a value</text>`, chartW/2, chartH/2)
@@ -259,7 +293,7 @@ func distChart(sk *Sketch, short, step string) template.HTML {
 	var b strings.Builder
 	const h = 160
 	if sk == nil || sk.Count == 0 {
-		svgOpen(&b, "dist", fmt.Sprintf("%s distribution at %s: no observations", short, step), h)
+		svgOpen(&b, "dist", fmt.Sprintf("%s distribution at %s: no observations", short, step), chartW, h)
 		fmt.Fprintf(&b, `<text class="empty" x="%d" y="%d" text-anchor="middle">no %s observations</text></svg>`, chartW/2, h/2, template.HTMLEscapeString(short))
 		return template.HTML(b.String())
 	}
@@ -280,7 +314,7 @@ func distChart(sk *Sketch, short, step string) template.HTML {
 	}
 	top := slices.Max(bins)
 	svgOpen(&b, "dist", fmt.Sprintf("%s distribution at %s: %d observations from %s to %s ms, p50 %s ms, p99 %s ms (log time axis)",
-		short, step, sk.Count, formatMS(sk.Min), formatMS(sk.Max), formatMS(sk.quantile(0.5)), formatMS(sk.quantile(0.99))), h)
+		short, step, sk.Count, formatMS(sk.Min), formatMS(sk.Max), formatMS(sk.quantile(0.5)), formatMS(sk.quantile(0.99))), chartW, h)
 	x0, x1, y0, y1 := float64(chartL), float64(chartW-chartR), float64(h-30), 20.0
 	fmt.Fprintf(&b, `<rect class="plot" x="%s" y="%s" width="%s" height="%s"/>`, num(x0), num(y1), num(x1-x0), num(y0-y1))
 	bw := (x1 - x0) / distBins
@@ -326,10 +360,10 @@ func timelineChart(s *Step) template.HTML {
 	if stride > 1 {
 		title += fmt.Sprintf(" (every %d-th drawn)", stride)
 	}
-	svgOpen(&b, "timeline", title+"; bars from send to end, darker until the first token, red for failures", h)
+	svgOpen(&b, "timeline", title+"; bars from send to end, darker until the first token, red for failures", timelineW, h)
 	xt := niceTicks(0, max(end, 0.001), 6)
 	xhi := xt[len(xt)-1]
-	x0, x1 := float64(chartL), float64(chartW-chartR)
+	x0, x1 := float64(chartL), float64(timelineW-chartR)
 	sx := func(v float64) float64 { return x0 + v/xhi*(x1-x0) }
 	y0, y1 := float64(h-chartB), float64(chartT)
 	fmt.Fprintf(&b, `<rect class="plot" x="%s" y="%s" width="%s" height="%s"/>`, num(x0), num(y1), num(x1-x0), num(y0-y1))
@@ -367,12 +401,12 @@ body{font:14px/1.4 system-ui,sans-serif;margin:1.5em auto;max-width:1500px;paddi
 h1{font-size:1.4em;margin:0}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}
 .muted{color:#666}.capacity{background:#f3f7ff;border:1px solid #c9d8f5;padding:.6em 1em;white-space:pre-wrap;font-family:ui-monospace,monospace}
 .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(420px,1fr));gap:1em}
-svg{width:100%;height:auto;display:block;background:#fff}
+svg{max-width:100%;height:auto;display:block;background:#fff}
 table{border-collapse:collapse}td,th{padding:.2em .7em;text-align:right;border-bottom:1px solid #eee}th{background:#fafafa}td:first-child,th:first-child{text-align:left}
-.plot{fill:#fcfcfc;stroke:#ccc}.grid{stroke:#eee}.tick{font-size:10px;fill:#666}.axis{font-size:11px;fill:#333}.empty{fill:#999}
+.plot{fill:#fcfcfc;stroke:#ccc}.grid{stroke:#eee}.tick{font-size:11px;fill:#666}.axis{font-size:12px;fill:#333}.empty{fill:#999}
 .line{fill:none;stroke-width:2}.p50{stroke:#2a6fdb}.p90{stroke:#e08a00}.p99{stroke:#c2185b}
 .dot.p50,.legend.p50{fill:#2a6fdb}.dot.p90,.legend.p90{fill:#e08a00}.dot.p99,.legend.p99{fill:#c2185b}
-.legend{font-size:11px;stroke:none}.slo{stroke:#c00;stroke-dasharray:6 4;fill:none}
+.legend{font-size:11px;stroke:none}.early{fill:#fff;stroke-width:1.5}.early.key{stroke:#555}.legend.key{fill:#555}.slo{stroke:#c00;stroke-dasharray:6 4;fill:none}
 .bars{fill:#6b9ee8}.mark{stroke:#c2185b;stroke-dasharray:3 2}
 .req{stroke:#8fb8ef}.wait{stroke:#1f4f9e}.fail{stroke:#d32f2f}
 .verdict-met{color:#1b7f2a}.verdict-not{color:#c62828}
@@ -383,8 +417,8 @@ table{border-collapse:collapse}td,th{padding:.2em .7em;text-align:right;border-b
 <h2>Latency against throughput</h2>
 <div class="charts">{{range .Curves}}<figure>{{.}}</figure>{{end}}</div>
 <h2>Steps</h2>
-<table><thead><tr><th>Step</th><th>Requests</th><th>Achieved</th><th>Goodput</th><th>Verdict</th><th>TTFT p50/p90/p99 ms</th><th>TPOT p50/p90/p99 ms</th><th>e2e p50/p90/p99 ms</th></tr></thead>
-<tbody>{{range .Steps}}<tr><td>{{.Label}}</td><td>{{.Requests}}</td><td>{{.Rate}}</td><td>{{.Goodput}}</td><td>{{.Verdict}}</td><td>{{.TTFT}}</td><td>{{.TPOT}}</td><td>{{.Latency}}</td></tr>{{end}}</tbody></table>
+<table><thead><tr><th>Step</th><th>Requests</th><th>Achieved</th>{{if .ShowGoodput}}<th>Goodput</th>{{end}}{{if .ShowVerdict}}<th>Verdict</th>{{end}}<th>TTFT p50/p90/p99 ms</th><th>TPOT p50/p90/p99 ms</th><th>e2e p50/p90/p99 ms</th></tr></thead>
+<tbody>{{$v := .}}{{range .Steps}}<tr><td>{{.Label}}</td><td>{{.Requests}}</td><td>{{.Rate}}</td>{{if $v.ShowGoodput}}<td>{{.Goodput}}</td>{{end}}{{if $v.ShowVerdict}}<td>{{.Verdict}}</td>{{end}}<td>{{.TTFT}}</td><td>{{.TPOT}}</td><td>{{.Latency}}</td></tr>{{end}}</tbody></table>
 <h2>Distributions per step</h2>
 {{range .Steps}}<h3>{{.Label}}</h3><div class="charts">{{range .Dists}}<figure>{{.}}</figure>{{end}}</div>{{end}}
 <h2>Request timelines</h2>

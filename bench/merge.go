@@ -225,6 +225,25 @@ func mergeSteps(parts []*Step) *Step {
 		m.OutputTokensPerSecond = float64(m.OutputTokens) / sp
 		m.InputTokensPerSecond = float64(m.InputTokens) / sp
 	}
+	// Parts measured over their completion windows (a quick sweep's
+	// maximum-throughput step) ran at the same time on their machines:
+	// the union completed their sum in the longest of those windows.
+	completions := &CompletionWindow{}
+	for _, p := range parts {
+		if p.Completions == nil {
+			completions = nil
+			break
+		}
+		completions.Seconds = max(completions.Seconds, p.Completions.Seconds)
+		completions.Requests += p.Completions.Requests
+		completions.OutputTokens += p.Completions.OutputTokens
+		completions.InputTokens += p.Completions.InputTokens
+	}
+	if completions != nil {
+		completions.rates()
+		completions.apply(&m.Stats)
+		m.Completions = completions
+	}
 	m.TTFT, m.TPOT, m.ITL = h.TTFT.summary(), h.TPOT.summary(), h.ITL.summary()
 	m.Latency, m.OutputTokensPerRequest, m.InputTokensPerRequest = h.Latency.summary(), h.OutputTokens.summary(), h.InputTokens.summary()
 	if goodput {

@@ -165,3 +165,30 @@ func FuzzReadReport(f *testing.F) {
 		}
 	})
 }
+
+// Quick sweeps' maximum-throughput steps on two machines at once merge
+// their completion windows: the union completed both parts' requests in
+// the window, so its throughput is their sum, not the span's.
+func TestMergeCompletionWindows(t *testing.T) {
+	part := func(requests, out int, secs float64) *Step {
+		start := time.Unix(1000, 0)
+		s := &Step{Index: 2, Mode: ModeConcurrency, Level: 64, Phase: phaseThroughput, Skipped: map[string]int{},
+			Stats:      Stats{Requests: requests, Successes: requests, Outcomes: map[string]int{}, OutputTokens: out},
+			Histograms: newHistograms(nil), FirstStart: start, LastEnd: start.Add(10 * time.Second),
+			Completions: &CompletionWindow{Seconds: secs, Requests: requests, OutputTokens: out}}
+		s.Completions.rates()
+		return s
+	}
+	m := mergeSteps([]*Step{part(60, 480, 6), part(66, 528, 6)})
+	if m.Completions == nil || m.Completions.Requests != 126 || m.Completions.Seconds != 6 {
+		t.Fatalf("merged completion window %+v, want 126 requests in 6 s", m.Completions)
+	}
+	if m.RequestsPerSecond != 21 || m.OutputTokensPerSecond != 168 {
+		t.Errorf("merged throughput %g req/s, %g tok/s; want 21 and 168 (the windows' sum), not the span's 12.6", m.RequestsPerSecond, m.OutputTokensPerSecond)
+	}
+	plain := part(60, 480, 6)
+	plain.Completions = nil
+	if m := mergeSteps([]*Step{part(60, 480, 6), plain}); m.Completions != nil || math.Abs(m.RequestsPerSecond-12) > 1e-9 {
+		t.Errorf("a part without a completion window: merged %+v at %g/s, want none and the span's 12/s", m.Completions, m.RequestsPerSecond)
+	}
+}

@@ -118,6 +118,9 @@ func writeStepTable(w io.Writer, s *Step, steps int) {
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "Output token throughput (per sec)\t%.2f\n", s.OutputTokensPerSecond)
 	fmt.Fprintf(tw, "Request throughput (per sec)\t%.2f\n", s.RequestsPerSecond)
+	if c := s.Completions; c != nil {
+		fmt.Fprintf(tw, "Throughput measured over\t%d requests completed in the %.2f s measurement window (the drain after it left out)\n", c.Requests, c.Seconds)
+	}
 	fmt.Fprintf(tw, "Requests\t%d measured (%d successful) over %.2f s, %d warm-up discarded%s\n",
 		s.Requests, s.Successes, s.MeasurementSeconds, s.WarmupRequests, extraCounts(s))
 	fmt.Fprintf(tw, "Errors\t%s\n", outcomeLine(s))

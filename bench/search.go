@@ -309,6 +309,10 @@ func noLevelMet(o *Options, st *Step) error {
 	return fmt.Errorf("%s", b.String())
 }
 
+// phaseThroughput names the quick sweep's maximum-throughput step, whose
+// throughput is measured over its completion window (CompletionWindow).
+const phaseThroughput = "throughput"
+
 // quickSweep is GuideLLM's sweep: a synchronous step (concurrency 1)
 // gives the lowest useful rate, a step at SweepConcurrency the highest
 // throughput, and QuickSweep constant rates evenly spaced between them
@@ -320,7 +324,7 @@ func (ss *session) quickSweep(ctx context.Context) (*CapacityResult, error) {
 	if sync == nil {
 		return nil, nil
 	}
-	top := ss.step(ctx, ModeConcurrency, float64(o.SweepConcurrency), "throughput", 0)
+	top := ss.step(ctx, ModeConcurrency, float64(o.SweepConcurrency), phaseThroughput, 0)
 	if top == nil {
 		return nil, nil
 	}

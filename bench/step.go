@@ -62,6 +62,10 @@ type Step struct {
 	StoppedEarly string `json:"stopped_early,omitempty"`
 	// Goodput is set when an SLO was given (--slo).
 	Goodput *Goodput `json:"goodput,omitempty"`
+	// Completions is set on a quick sweep's maximum-throughput step: what
+	// completed during the reported windows, and the step's throughputs
+	// are taken from it (see CompletionWindow).
+	Completions *CompletionWindow `json:"completion_window,omitempty"`
 
 	Stats
 	// Histograms make the step mergeable (llm-prober bench-merge).
@@ -84,6 +88,39 @@ type WindowSummary struct {
 	MeanLatencySeconds float64 `json:"mean_request_latency_seconds"`
 }
 
+// CompletionWindow is the throughput of the requests that completed
+// during the measurement windows, whenever they were sent. At maximum
+// throughput the queue is deep: requests sent late in the window end up to
+// concurrency/throughput seconds after it, and dividing by the span up to
+// the last of them (the drain included) reads T/(T+concurrency/X) of the
+// real rate X — a third to two thirds of it at concurrency 64 — which
+// would cut a quick sweep's range short of the knee.
+type CompletionWindow struct {
+	Seconds               float64 `json:"seconds"`
+	Requests              int     `json:"successes"`
+	OutputTokens          int     `json:"output_tokens_total"`
+	InputTokens           int     `json:"input_tokens_total"`
+	RequestsPerSecond     float64 `json:"requests_per_second"`
+	OutputTokensPerSecond float64 `json:"output_tokens_per_second"`
+	InputTokensPerSecond  float64 `json:"input_tokens_per_second"`
+}
+
+// rates fills the per-second figures from the counts.
+func (c *CompletionWindow) rates() {
+	if c.Seconds > 0 {
+		c.RequestsPerSecond = float64(c.Requests) / c.Seconds
+		c.OutputTokensPerSecond = float64(c.OutputTokens) / c.Seconds
+		c.InputTokensPerSecond = float64(c.InputTokens) / c.Seconds
+	}
+}
+
+// apply makes c the step's throughput.
+func (c *CompletionWindow) apply(st *Stats) {
+	st.RequestsPerSecond = c.RequestsPerSecond
+	st.OutputTokensPerSecond = c.OutputTokensPerSecond
+	st.InputTokensPerSecond = c.InputTokensPerSecond
+}
+
 // record is one measured request.
 type record struct {
 	window  int
@@ -97,6 +134,9 @@ type window struct {
 	pending int
 	sends   int
 	skipped map[string]int
+	// completed, completedOut and completedIn count the successes that
+	// ended during the window, wherever they were sent (warm-up included).
+	completed, completedOut, completedIn int
 }
 
 // stepRun drives one step: one schedule.Runner with one job, windows
@@ -216,6 +256,16 @@ func (s *stepRun) admit(now time.Time) (int, bool) {
 func (s *stepRun) finish(rec *record) {
 	s.mu.Lock()
 	s.inflight--
+	if rec.outcome == probe.OutcomeSuccess && !s.count && s.step.Mode != ModeTrace {
+		if k := s.windowAt(rec.start.Add(rec.endToEnd)); k >= 0 && k < s.maxWindows {
+			w := s.window(k)
+			w.completed++
+			w.completedOut += rec.outputTokens
+			if rec.inputKnown {
+				w.completedIn += rec.inputTokens
+			}
+		}
+	}
 	if rec.window >= 0 {
 		w := s.window(rec.window)
 		w.pending--
@@ -506,6 +556,18 @@ func (s *stepRun) collect(reported [2]int) {
 		}
 		g.Passed = g.Offered > 0 && g.Ratio >= g.Objective && step.StoppedEarly == "" && !step.Interrupted
 		step.Goodput = g
+	}
+	if step.Phase == phaseThroughput && !s.count && step.Mode != ModeTrace && !step.Interrupted && step.StoppedEarly == "" && reported[1] > reported[0] {
+		c := &CompletionWindow{Seconds: (time.Duration(reported[1]-reported[0]) * s.dur).Seconds()}
+		for k := reported[0]; k < reported[1] && k < len(s.windows); k++ {
+			w := s.windows[k]
+			c.Requests += w.completed
+			c.OutputTokens += w.completedOut
+			c.InputTokens += w.completedIn
+		}
+		c.rates()
+		c.apply(&step.Stats)
+		step.Completions = c
 	}
 }
 

@@ -194,7 +194,7 @@ func TestBenchReportInBrowser(t *testing.T) {
 	dom := dumpDOM(t, bin, page, nil)
 	mustMatch(t, dom,
 		`<title>llm-prober bench: sim / steady</title>`,
-		`<svg class="curve" viewBox="0 0 480 280" role="img"><title>Time to first token p50, p90 and p99 \(ms\) against achieved requests per second over 3 steps; SLO 250\.00 ms dashed</title>`,
+		`<svg class="curve" width="480" height="280" viewBox="0 0 480 280" role="img"><title>Time to first token p50, p90 and p99 \(ms\) against achieved requests per second over 3 steps; SLO 250\.00 ms dashed</title>`,
 		`<svg class="curve"[^>]*><title>Time per output token p50`, `<svg class="curve"[^>]*><title>End-to-end latency p50`,
 		`<path class="slo" d="M60 [0-9][0-9.]*H468">`,
 		`<path class="line p50" d="M[0-9.]+ [0-9.]+L[0-9.]+ [0-9.]+L[0-9.]+ [0-9.]+">`,
@@ -215,14 +215,19 @@ func TestBenchReportInBrowser(t *testing.T) {
 	}
 	assertNoSecrets(t, "report in Chromium", dom)
 	noScript := startDevtools(t, bin, false)
-	for _, sel := range []string{"svg.curve", "svg.dist", "svg.timeline", "path.line"} {
-		boxes := noScript.boxes(page, sel)
+	// Charts are laid out at most at their own size, whatever the
+	// window: stretched to the page, their axis text grew to 30 px.
+	for _, c := range []struct {
+		sel  string
+		maxW float64
+	}{{"svg.curve", 480}, {"svg.dist", 480}, {"svg.timeline", 960}, {"path.line", 480}} {
+		boxes := noScript.boxes(page, c.sel)
 		if len(boxes) == 0 {
-			t.Errorf("no %s laid out", sel)
+			t.Errorf("no %s laid out", c.sel)
 		}
 		for _, b := range boxes {
-			if !(b[0] > 0 && b[1] > 0) {
-				t.Errorf("%s laid out at %v", sel, b)
+			if !(b[0] > 0 && b[1] > 0) || b[0] > c.maxW+1 {
+				t.Errorf("%s laid out at %v; want a size up to %g wide", c.sel, b, c.maxW)
 			}
 		}
 	}

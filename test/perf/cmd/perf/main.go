@@ -1,9 +1,9 @@
 // Command perf is the performance harness behind `make bench`
-// (docs/performance.md). It starts the simulator as a separate process and,
-// in this process, drives the real probe engine (schedule runner,
-// engine.Probe, the OpenAI chat driver, ProbeMetrics), and a minimal raw
-// net/http client beside it as the floor. It prints plain-text tables that
-// two runs can be diffed with:
+// (docs/performance.md; raw runs in test/perf/RESULTS.md). It starts the
+// simulator as a separate process and, in this process, drives the real
+// probe engine (schedule runner, engine.Probe, the OpenAI chat driver,
+// ProbeMetrics), and a minimal raw net/http client beside it as the floor.
+// It prints plain-text tables that two runs can be diffed with:
 //
 //   - overhead: the prober's TTFT minus the simulator's own time from
 //     having read the request to having flushed the first token (ground
