@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	promconfig "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
@@ -192,7 +193,7 @@ func (c *Config) validateFleet(d *decoder) {
 			d.at(path+".probes", "at most %d probes per module; every discovered target runs each of them", maxModuleProbesOnEachTarget)
 		}
 		if m.AllowedTargets == "" {
-			d.at(path+".allowed_targets", "missing allowed_targets; set a regular expression every target must match (e.g. 'http://10\\.0\\..*'), so /probe cannot be pointed anywhere")
+			d.at(path+".allowed_targets", "missing allowed_targets; set a regular expression every target must match whole, naming its scheme, address and port (e.g. 'http://10\\.0\\.[0-9]+\\.[0-9]+:8000'), so /probe cannot send the module's probes and API key anywhere else")
 			continue
 		}
 		re, err := regexp.Compile("^(?:" + m.AllowedTargets + ")$")
@@ -338,7 +339,9 @@ func checkSecretFiles(d *decoder, path string, h *promconfig.HTTPClientConfig) {
 	}
 }
 
-// Allowed reports whether endpoint may be probed with the module.
+// Allowed reports whether endpoint, as Instantiate completes it, matches
+// the module's allowed_targets. Instantiate also refuses what no pattern
+// can allow; ask it, not Allowed, before probing an endpoint.
 func (m *Module) Allowed(endpoint string) bool {
 	return m.allowed != nil && m.allowed.MatchString(endpoint)
 }
@@ -348,15 +351,28 @@ func (m *Module) Allowed(endpoint string) bool {
 // scheme gets http://, as Prometheus' __scheme__ default does; a gRPC
 // endpoint must be host:port.
 //
-// allowed_targets is matched against the endpoint so completed, so that
-// "10.0.0.1:8000" and "http://10.0.0.1:8000" are the same to it.
+// The endpoint comes from whoever can call /probe or feed a discovery
+// source, and the module's API key goes with every probe, so what a
+// caller may choose is narrowed twice. First, whatever allowed_targets
+// says, an endpoint is refused that carries credentials, a query or a
+// fragment, a path with dot segments, or a host that is a DNS name
+// starting like an IP address (10.0.evil.example, 10.0.0.010): that last
+// one is what lets 'http://10\.0\..*' or '10\.0\.[0-9.]+' be bypassed by
+// anyone who owns a DNS zone. Then allowed_targets is matched, whole,
+// against the URL as it will be requested (scheme://host:port/path, host
+// lowered), so that "10.0.0.1:8000" and "http://10.0.0.1:8000" are the
+// same to it and nothing it did not see is sent.
 func (m *Module) Instantiate(name, endpoint string) (*Target, error) {
 	t := m.Target // the resolved Triton options and secrets come along
 	t.Name = name
 	t.Probes = slices.Clone(m.Probes)
 	if p, ok := probe.LookupProtocol(t.Protocol); ok && p.Endpoint == probe.EndpointAddress {
-		if _, port, err := net.SplitHostPort(endpoint); err != nil || port == "" {
-			return nil, fmt.Errorf("target %q: protocol %s wants host:port", endpoint, t.Protocol)
+		host, port, err := net.SplitHostPort(endpoint)
+		if err != nil || host == "" || port == "" {
+			return nil, fmt.Errorf("target %q: protocol %s wants host:port", clip(endpoint), t.Protocol)
+		}
+		if posesAsAddress(host) {
+			return nil, m.refusedFor(endpoint, posingReason(host))
 		}
 		if !m.Allowed(endpoint) {
 			return nil, m.refused(endpoint)
@@ -367,33 +383,101 @@ func (m *Module) Instantiate(name, endpoint string) (*Target, error) {
 	if !strings.Contains(endpoint, "://") {
 		endpoint = "http://" + endpoint
 	}
-	if !m.Allowed(endpoint) {
-		return nil, m.refused(endpoint)
-	}
 	u, err := url.Parse(endpoint)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("target %q: %w", endpoint, err)
+		// Not err itself: url.Error repeats the whole URL, credentials
+		// and all.
+		return nil, fmt.Errorf("target %q is not a valid URL; want scheme://host:port[/path]", clip(endpoint))
 	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("target %q must use http or https", endpoint)
+		return nil, m.refusedFor(redactURL(u), "it must use http or https")
 	case u.Host == "":
-		return nil, fmt.Errorf("target %q has no host", endpoint)
+		return nil, fmt.Errorf("target %q has no host", clip(endpoint))
 	case u.User != nil:
-		return nil, fmt.Errorf("target %q carries credentials; give them to the module instead", redactURL(u))
+		return nil, m.refusedFor(redactURL(u), "it carries credentials; give them to the module instead")
+	case u.RawQuery != "" || u.ForceQuery:
+		return nil, m.refusedFor(endpoint, "it carries a query, which would let a caller add parameters to the module's requests; a server that needs one is a configured target")
+	case u.Fragment != "":
+		return nil, m.refusedFor(endpoint, "it carries a fragment")
+	case posesAsAddress(u.Hostname()):
+		return nil, m.refusedFor(endpoint, posingReason(u.Hostname()))
+	case hasDotSegment(u.Path):
+		return nil, m.refusedFor(endpoint, `its path has "." or ".." segments`)
 	}
-	t.URL = endpoint
+	requested := (&url.URL{Scheme: u.Scheme, Host: strings.ToLower(u.Host), Path: u.Path, RawPath: u.RawPath}).String()
+	if !m.Allowed(requested) {
+		return nil, m.refused(requested)
+	}
+	t.URL = requested
 	return &t, nil
 }
 
-// RefusedError is an endpoint that a module's allowed_targets refuses.
-type RefusedError struct{ Endpoint, Module string }
+// posesAsAddress reports whether host is not an IP address but starts
+// like one: a first label of digits (or hex, 0x…). Resolvers hand such a
+// name to DNS, where whoever owns a zone (or a wildcard service such as
+// nip.io) answers for it, and some C resolvers read 10.0.0.010 as octal;
+// a pattern written for addresses must not match it.
+func posesAsAddress(host string) bool {
+	if net.ParseIP(host) != nil {
+		return false
+	}
+	label, _, _ := strings.Cut(strings.ToLower(host), ".")
+	if rest, ok := strings.CutPrefix(label, "0x"); ok {
+		label = rest
+		return strings.Trim(label, "0123456789abcdef") == ""
+	}
+	return label != "" && strings.Trim(label, "0123456789") == ""
+}
+
+func posingReason(host string) string {
+	return fmt.Sprintf("its host %q is a DNS name that starts like an IP address; give the address itself", clip(host))
+}
+
+// hasDotSegment reports a "." or ".." path segment, which a server may
+// resolve to a path the pattern never saw.
+func hasDotSegment(path string) bool {
+	for seg := range strings.SplitSeq(path, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// maxEcho is how much of a caller's endpoint an error repeats: enough to
+// recognise it, not a caller's 500 KB back into a response or a log.
+const maxEcho = 256
+
+// clip is s cut to maxEcho bytes (on a character boundary) and "…".
+func clip(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	n := maxEcho
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// RefusedError is an endpoint that a module refuses: one its
+// allowed_targets does not match (Reason empty), or one no pattern can
+// allow (Reason says why). Endpoint is clipped for echoing.
+type RefusedError struct{ Endpoint, Module, Reason string }
 
 func (e *RefusedError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("target %q refused by module %s whatever its allowed_targets: %s", e.Endpoint, e.Module, e.Reason)
+	}
 	return fmt.Sprintf("target %q does not match module %s's allowed_targets", e.Endpoint, e.Module)
 }
 
 func (m *Module) refused(endpoint string) error {
-	return &RefusedError{Endpoint: endpoint, Module: m.Name}
+	return &RefusedError{Endpoint: clip(endpoint), Module: m.Name}
+}
+
+func (m *Module) refusedFor(endpoint, reason string) error {
+	return &RefusedError{Endpoint: clip(endpoint), Module: m.Name, Reason: reason}
 }
 
 // DiscoveredName is the target name of endpoint found for module: readable

@@ -14,7 +14,7 @@ modules:
     allowed_targets: 'http://10\.0\.0\.[0-9]+:8000'
 `
 
-func parseFleet(t *testing.T, text string) (*Config, error) {
+func parseFleet(t testing.TB, text string) (*Config, error) {
 	t.Helper()
 	return Parse([]byte(text), "f.yml", t.TempDir(), func(string) string { return "" })
 }

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -35,6 +36,10 @@ type Handler struct {
 	// timeout, and a misconfigured scrape job must not make the prober
 	// flood a server.
 	slots chan struct{}
+	// rejected counts the calls answered without a probe, by reason, so
+	// that an operator sees callers turned away (and a scrape job that
+	// asks for more than the slots) rather than only missing series.
+	rejected *prometheus.CounterVec
 }
 
 // Options configures a Handler.
@@ -42,14 +47,65 @@ type Options struct {
 	// Config is the running configuration (config.SafeConfig.Get).
 	Config func() *config.Config
 	Logger *slog.Logger
-	// MaxConcurrent is how many /probe requests run at once; more wait
-	// for a slot within their scrape timeout, then get 503.
+	// MaxConcurrent is how many /probe requests run at once; one that
+	// finds none free within SlotWait is answered 503 without a probe.
 	MaxConcurrent int
+	// Registerer, when set, gets llm_prober_probe_endpoint_rejected_total.
+	Registerer prometheus.Registerer
 }
+
+// SlotWait is the longest a /probe call waits for a free slot before it
+// is answered 503. It is short on purpose: a probe that queued for long
+// would either spend its scrape timeout waiting and report the target as
+// timed out, or run on a timeout that the queue, not the target, used.
+// The wait comes out of timeoutOffset's share of the scrape timeout.
+const SlotWait = 100 * time.Millisecond
+
+// Reasons of llm_prober_probe_endpoint_rejected_total.
+const (
+	ReasonNoSlot     = "no_slot"     // 503: every slot busy for SlotWait
+	ReasonNotAllowed = "not_allowed" // 400: the module refuses the target
+	ReasonBadRequest = "bad_request" // 400: a parameter missing, unknown or malformed
+	ReasonNoConfig   = "no_config"   // 503: no configuration loaded yet
+)
+
+const rejectedHelp = "Calls of /probe answered without running a probe, by reason: no_slot (503, all slots busy), not_allowed (400, outside the module's allowed_targets), bad_request (400), no_config (503)."
 
 // New is a /probe handler.
 func New(o Options) *Handler {
-	return &Handler{config: o.Config, logger: o.Logger, slots: make(chan struct{}, max(o.MaxConcurrent, 1))}
+	rejected := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "llm_prober_probe_endpoint_rejected_total",
+		Help: rejectedHelp,
+	}, []string{"reason"})
+	for _, r := range []string{ReasonNoSlot, ReasonNotAllowed, ReasonBadRequest, ReasonNoConfig} {
+		rejected.WithLabelValues(r)
+	}
+	if o.Registerer != nil {
+		o.Registerer.MustRegister(rejected)
+	}
+	return &Handler{config: o.Config, logger: o.Logger, slots: make(chan struct{}, max(o.MaxConcurrent, 1)), rejected: rejected}
+}
+
+// reject answers a call that runs no probe, and counts it.
+func (h *Handler) reject(w http.ResponseWriter, reason string, code int, msg string) {
+	h.rejected.WithLabelValues(reason).Inc()
+	http.Error(w, msg, code)
+}
+
+// maxEcho is how much of a caller's parameter an answer repeats.
+const maxEcho = 256
+
+// clip is s cut to maxEcho bytes (on a character boundary) and "…", so
+// that an answer never echoes a caller's 500 KB back.
+func clip(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	n := maxEcho
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // timeoutOffset is what a scrape keeps of Prometheus' timeout for
@@ -72,25 +128,29 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	cfg := h.config()
 	if cfg == nil {
-		http.Error(w, "no configuration loaded", http.StatusServiceUnavailable)
+		h.reject(w, ReasonNoConfig, http.StatusServiceUnavailable, "no configuration loaded")
 		return
 	}
 	moduleName, target := q.Get("module"), q.Get("target")
 	mod, ok := cfg.Modules[moduleName]
 	switch {
 	case target == "":
-		http.Error(w, "target parameter is missing", http.StatusBadRequest)
+		h.reject(w, ReasonBadRequest, http.StatusBadRequest, "target parameter is missing")
 		return
 	case moduleName == "":
-		http.Error(w, "module parameter is missing", http.StatusBadRequest)
+		h.reject(w, ReasonBadRequest, http.StatusBadRequest, "module parameter is missing")
 		return
 	case !ok:
-		http.Error(w, fmt.Sprintf("unknown module %q; the configuration's modules: section defines the modules", moduleName), http.StatusBadRequest)
+		h.reject(w, ReasonBadRequest, http.StatusBadRequest, fmt.Sprintf("unknown module %q; the configuration's modules: section defines the modules", clip(moduleName)))
 		return
 	}
 	t, err := mod.Instantiate(moduleName, target)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		reason := ReasonBadRequest
+		if _, refused := errors.AsType[*config.RefusedError](err); refused {
+			reason = ReasonNotAllowed
+		}
+		h.reject(w, reason, http.StatusBadRequest, err.Error())
 		return
 	}
 	pc := t.Probes[0]
@@ -102,22 +162,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if pc == nil {
-			http.Error(w, fmt.Sprintf("module %q has no probe %q", moduleName, name), http.StatusBadRequest)
+			h.reject(w, ReasonBadRequest, http.StatusBadRequest, fmt.Sprintf("module %q has no probe %q", moduleName, clip(name)))
 			return
 		}
 	}
 	debug := q.Get("debug") == "true"
 
+	if !h.acquire(r.Context()) {
+		h.reject(w, ReasonNoSlot, http.StatusServiceUnavailable, fmt.Sprintf(
+			"too many /probe requests in flight (%d); none finished within %s, so this one did not run (scrape less often or shard the job)", cap(h.slots), SlotWait))
+		return
+	}
+	defer func() { <-h.slots }()
+	// The probe's timeout starts now that it holds a slot, so the wait
+	// for one never counts against the target.
 	timeout := scrapeTimeout(r.Header, time.Duration(pc.Timeout))
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	select {
-	case h.slots <- struct{}{}:
-		defer func() { <-h.slots }()
-	case <-ctx.Done():
-		http.Error(w, fmt.Sprintf("too many /probe requests in flight (%d); none finished within the scrape timeout", cap(h.slots)), http.StatusServiceUnavailable)
-		return
-	}
 
 	// Every log line of this probe goes to the debug answer as well as
 	// the daemon's log (at the daemon's level there).
@@ -158,6 +219,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
+}
+
+// acquire takes a slot, waiting at most SlotWait for one.
+func (h *Handler) acquire(ctx context.Context) bool {
+	select {
+	case h.slots <- struct{}{}:
+		return true
+	default:
+	}
+	wait := time.NewTimer(SlotWait)
+	defer wait.Stop()
+	select {
+	case h.slots <- struct{}{}:
+		return true
+	case <-wait.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
 }
 
 type lockedBuffer struct {

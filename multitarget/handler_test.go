@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/common/promslog"
@@ -23,6 +25,12 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func newHandler(t *testing.T, maxConcurrent int) *Handler {
+	t.Helper()
+	return newHandlerWith(t, maxConcurrent, nil)
+}
+
+// newHandlerWith is newHandler registering its metrics with reg.
+func newHandlerWith(t *testing.T, maxConcurrent int, reg prometheus.Registerer) *Handler {
 	t.Helper()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "c.yml")
@@ -40,7 +48,7 @@ modules:
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(Options{Config: func() *config.Config { return cfg }, Logger: promslog.NewNopLogger(), MaxConcurrent: maxConcurrent})
+	return New(Options{Config: func() *config.Config { return cfg }, Logger: promslog.NewNopLogger(), MaxConcurrent: maxConcurrent, Registerer: reg})
 }
 
 func sim(t *testing.T, mutate func(*simulator.Config)) string {
@@ -99,27 +107,43 @@ func TestProbeAnswersGauges(t *testing.T) {
 }
 
 func TestProbeRefuses(t *testing.T) {
-	h := newHandler(t, 1)
-	for _, tc := range []struct{ query, want string }{
-		{"module=nope&target=http://127.0.0.1:1", "unknown module"},
-		{"module=chat&target=http://10.0.0.1:1", "allowed_targets"},
-		{"module=chat&target=http://127.0.0.1:1/../x", "allowed_targets"},
-		{"module=chat", "target parameter"},
-		{"target=http://127.0.0.1:1", "module parameter"},
-		{"module=chat&target=http://127.0.0.1:1&probe=nope", "no probe"},
+	reg := prometheus.NewPedanticRegistry()
+	h := newHandlerWith(t, 1, reg)
+	long := strings.Repeat("a", 500_000)
+	for _, tc := range []struct{ query, want, reason string }{
+		{"module=nope&target=http://127.0.0.1:1", "unknown module", ReasonBadRequest},
+		{"module=chat&target=http://10.0.0.1:1", "allowed_targets", ReasonNotAllowed},
+		{"module=chat&target=http://127.0.0.1:1/../x", "allowed_targets", ReasonNotAllowed},
+		{"module=chat&target=" + url.QueryEscape("http://127.0.0.1:1/?x=1"), "query", ReasonNotAllowed},
+		{"module=chat", "target parameter", ReasonBadRequest},
+		{"target=http://127.0.0.1:1", "module parameter", ReasonBadRequest},
+		{"module=chat&target=http://127.0.0.1:1&probe=nope", "no probe", ReasonBadRequest},
+		{"module=chat&target=http://10.0.0.1:1/" + long, "allowed_targets", ReasonNotAllowed},
+		{"module=" + long + "&target=http://127.0.0.1:1", "unknown module", ReasonBadRequest},
+		{"module=chat&target=http://127.0.0.1:1&probe=" + long, "no probe", ReasonBadRequest},
 	} {
+		before := testutil.ToFloat64(h.rejected.WithLabelValues(tc.reason))
 		w := get(h, tc.query, nil)
 		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), tc.want) {
-			t.Errorf("%s: %d %q, want 400 with %q", tc.query, w.Code, w.Body, tc.want)
+			t.Errorf("%.100s: %d %.300q, want 400 with %q", tc.query, w.Code, w.Body, tc.want)
 		}
+		// A caller's 500 KB comes back as its first 256 bytes and "…".
+		if n := w.Body.Len(); n > 1024 {
+			t.Errorf("%.100s: an answer of %d bytes", tc.query, n)
+		}
+		if got := testutil.ToFloat64(h.rejected.WithLabelValues(tc.reason)); got != before+1 {
+			t.Errorf("%.100s: rejected_total{reason=%q} went from %v to %v, want +1", tc.query, tc.reason, before, got)
+		}
+	}
+	if n := testutil.CollectAndCount(h.rejected); n != 4 {
+		t.Errorf("%d series of rejected_total, want one per reason", n)
 	}
 }
 
 // The scrape timeout bounds the probe, and the concurrency limit turns
-// away what cannot get a slot within it. The second scrape starts once
-// the first holds the only slot, with a shorter timeout (0.8 s: 0.4 s to
-// wait) that ends before the first's probe (0.5 s) can let the slot go;
-// with equal timeouts the two deadlines race and either answer is right.
+// away what cannot get a slot within SlotWait. The second scrape starts
+// once the first holds the only slot, whose probe (0.5 s) lets it go long
+// after SlotWait.
 func TestProbeBoundedByScrapeTimeout(t *testing.T) {
 	h := newHandler(t, 1)
 	slow := sim(t, func(c *simulator.Config) { c.Latency.TTFTBase = 5 * time.Second })

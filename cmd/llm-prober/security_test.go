@@ -444,4 +444,19 @@ func TestProbesOnlyConfiguredTargets(t *testing.T) {
 	if n := hits.Load(); n != 0 {
 		t.Errorf("the canary named in request parameters was contacted %d times", n)
 	}
+	// The two refused calls of /probe (GET and POST) are counted where an
+	// operator looks.
+	if _, _, body := get(t, "GET", td.url+"/metrics"); !strings.Contains(body, `llm_prober_probe_endpoint_rejected_total{reason="bad_request"} 2`) {
+		t.Errorf("/metrics lacks the 2 refused /probe calls:\n%s", grepLines(body, "llm_prober_probe_endpoint"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for l := range strings.Lines(s) {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "")
 }

@@ -139,7 +139,7 @@ func (d *daemon) handler() (http.Handler, error) {
 	mux.Handle("/-/ready", d.config.ReadyHandler())
 	mux.Handle("/-/reload", d.config.ReloadHandler(d.opts.disableReload))
 	mux.Handle("/config", d.config.ConfigHandler())
-	mux.Handle("/probe", multitarget.New(multitarget.Options{Config: d.config.Get, Logger: d.opts.logger, MaxConcurrent: 32}))
+	mux.Handle("/probe", multitarget.New(multitarget.Options{Config: d.config.Get, Logger: d.opts.logger, MaxConcurrent: 32, Registerer: d.registry}))
 	// The status page takes "/" and "/probes/…", and answers 404 with a
 	// page of its own for every path above does not serve.
 	page, err := status.New(status.Options{
