@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	promconfig "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
+	"gopkg.in/yaml.v3"
 
 	"github.com/llm-prober/llm-prober/probe"
 )
@@ -412,4 +414,27 @@ func DiscoveredName(module, endpoint string) string {
 	}
 	sum := sha256.Sum256([]byte(endpoint))
 	return module + "_" + hex.EncodeToString(sum[:6])
+}
+
+// MarshalYAML prints a module without the keys a module cannot have (its
+// name is its key under modules:, and it has no endpoint), and with
+// follow_redirects in one place, so that check-config --print's output
+// loads again.
+func (m *Module) MarshalYAML() (any, error) {
+	type plain Module
+	c := *m
+	c.Target = printableHTTPClient(c.Target)
+	var n yaml.Node
+	if err := n.Encode((*plain)(&c)); err != nil {
+		return nil, err
+	}
+	refused := refusedKeys[reflect.TypeFor[Module]()]
+	kept := n.Content[:0]
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if _, ok := refused[n.Content[i].Value]; !ok {
+			kept = append(kept, n.Content[i], n.Content[i+1])
+		}
+	}
+	n.Content = kept
+	return &n, nil
 }
