@@ -58,4 +58,3 @@ func TestNoConfigMessagePrinted(t *testing.T) {
 		t.Errorf("exit %d, stderr:\n%s\nwant:\n%s", code, stderr.String(), noConfigMessage(missing))
 	}
 }
-
