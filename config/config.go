@@ -700,6 +700,7 @@ func Parse(b []byte, name, dir string, getenv func(string) string) (*Config, err
 	if err := d.err(); err != nil {
 		return nil, err
 	}
+	cfg.refuseWrittenZeros(d)
 	cfg.applyDefaults()
 	cfg.validate(d)
 	if err := d.err(); err != nil {

@@ -286,6 +286,19 @@ func minimum(d *decoder, path string, v model.Duration, least time.Duration) {
 	}
 }
 
+// refuseWrittenZeros runs before the defaults: where a zero left out
+// means the default, a zero written in the file would silently become
+// it. remote_write's interval: 0s is refused (as Prometheus refuses a zero
+// scrape_interval) rather than taken as 15s.
+func (c *Config) refuseWrittenZeros(d *decoder) {
+	for i, rw := range c.RemoteWrite {
+		path := fmt.Sprintf("remote_write[%d].interval", i)
+		if rw != nil && rw.Interval == 0 && d.has(path) {
+			d.at(path, "want at least 1s, got 0s; leave interval out for the default %s", model.Duration(DefaultRemoteWriteInterval))
+		}
+	}
+}
+
 func (c *Config) resolveFleet(d *decoder, dir string, getenv func(string) string) {
 	for _, name := range sortedModules(c.Modules) {
 		resolveTargetSecrets(d, join("modules", name), dir, &c.Modules[name].Target, getenv)
