@@ -113,6 +113,7 @@ func newDaemon(opts serveOptions) *daemon {
 	// reload that leaves that section alone does not touch NVML.
 	d.gpus = collector.NewGPUCollector(collector.GPUOptions{Logger: opts.logger})
 	reg.MustRegister(d.gpus)
+	d.config.Check(d.checkGPUs)
 	d.config.OnChange(func(c *config.Config) {
 		if err := d.gpus.Apply(c.GPUs.Settings()); err != nil {
 			d.opts.logger.Error("GPU metrics unavailable", "err", err)
