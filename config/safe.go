@@ -106,6 +106,9 @@ func (sc *SafeConfig) Reload() error {
 		return nil
 	}
 	sc.logger.Info("Loaded config", "file", sc.path, "targets", len(cfg.Targets))
+	if w := cfg.HistogramMixWarning(); w != "" {
+		sc.logger.Warn("Probe histograms in more than one form", "file", sc.path, "warning", w)
+	}
 	for _, fn := range sc.listeners {
 		fn(cfg)
 	}
