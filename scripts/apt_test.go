@@ -70,7 +70,7 @@ func TestEnsureWaitsForDpkgLock(t *testing.T) {
 // (exit 1), naming the holder, instead of skipping the tests (exit 3).
 func TestEnsureFailsOnLockStillHeld(t *testing.T) {
 	chromium := filepath.Join(t.TempDir(), "chromium")
-	code, out := runChromium(t, append(fakeApt(t, 9, "", chromium), "APT_LOCK_WAIT=1"), chromium)
+	code, out := runChromium(t, append(fakeApt(t, 1_000_000, "", chromium), "APT_LOCK_WAIT=1"), chromium)
 	if code != 1 || !strings.Contains(out, "ERROR: another apt-get or dpkg still holds the package lock after 1s (held by process 4242 (unattended-upgr))") {
 		t.Errorf("exit %d, want 1 with the lock's holder:\n%s", code, out)
 	}
