@@ -285,6 +285,9 @@ func (c *Config) applyTargetDefaults(t *Target) {
 			t.Ollama.API = probe.OllamaAPIChat
 		}
 	}
+	if t.Embedding != nil && t.Embedding.Inputs == 0 {
+		t.Embedding.Inputs = 1
+	}
 	t.DiscoverModels.applyDefaults()
 	if sm := t.ServerMetrics; sm != nil {
 		if sm.Kind == "" {

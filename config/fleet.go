@@ -289,8 +289,21 @@ func minimum(d *decoder, path string, v model.Duration, least time.Duration) {
 // refuseWrittenZeros runs before the defaults: where a zero left out
 // means the default, a zero written in the file would silently become
 // it. remote_write's interval: 0s is refused (as Prometheus refuses a zero
-// scrape_interval) rather than taken as 15s.
+// scrape_interval) rather than taken as 15s, and an embedding's inputs: 0
+// rather than taken as 1.
 func (c *Config) refuseWrittenZeros(d *decoder) {
+	for i, t := range c.Targets {
+		path := fmt.Sprintf("targets[%d].embedding.inputs", i)
+		if t != nil && t.Embedding != nil && t.Embedding.Inputs == 0 && d.has(path) {
+			d.at(path, "want 1 to %d texts per request, got 0", probe.MaxEmbeddingInputs)
+		}
+	}
+	for _, name := range sortedModules(c.Modules) {
+		path := join("modules", name) + ".embedding.inputs"
+		if m := c.Modules[name]; m != nil && m.Embedding != nil && m.Embedding.Inputs == 0 && d.has(path) {
+			d.at(path, "want 1 to %d texts per request, got 0", probe.MaxEmbeddingInputs)
+		}
+	}
 	for i, rw := range c.RemoteWrite {
 		path := fmt.Sprintf("remote_write[%d].interval", i)
 		if rw != nil && rw.Interval == 0 && d.has(path) {

@@ -47,9 +47,7 @@ func validatePooling(d *decoder, path string, t *Target) {
 		if e.Dimension < 0 || e.Dimension > probe.MaxEmbeddingDim {
 			d.at(ep+".dimension", "want 0 (any) to %d, got %d", probe.MaxEmbeddingDim, e.Dimension)
 		}
-		// Left out, inputs is 1; written as 0 it is a mistake, not the
-		// default.
-		if e.Inputs < 0 || e.Inputs > probe.MaxEmbeddingInputs || (e.Inputs == 0 && d.has(ep+".inputs")) {
+		if e.Inputs < 1 || e.Inputs > probe.MaxEmbeddingInputs {
 			d.at(ep+".inputs", "want 1 to %d texts per request, got %d", probe.MaxEmbeddingInputs, e.Inputs)
 		}
 	}

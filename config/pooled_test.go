@@ -32,3 +32,19 @@ func TestEmbeddingInputs(t *testing.T) {
 		}
 	}
 }
+
+// TestModuleEmbeddingInputsZero: a module's inputs: 0 is refused as a
+// target's is.
+func TestModuleEmbeddingInputsZero(t *testing.T) {
+	const text = `modules:
+  emb:
+    protocol: openai_embeddings
+    model: m
+    allowed_targets: x
+    embedding: {inputs: 0}
+`
+	_, err := Parse([]byte(text), "f.yml", t.TempDir(), func(string) string { return "" })
+	if want := "f.yml:6:17: modules.emb.embedding.inputs: want 1 to 256 texts per request, got 0"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want %s", err, want)
+	}
+}
