@@ -69,7 +69,7 @@ type Target struct {
 	NewConnectionPerProbe bool                 `yaml:"new_connection_per_probe"`
 	// FollowRedirects follows HTTP redirects (at most
 	// probe.DefaultMaxRedirects); by default a redirect fails the probe.
-	FollowRedirects bool `yaml:"follow_redirects"`
+	FollowRedirects bool `yaml:"follow_redirects,omitempty"`
 	// HTTPClientConfig is Prometheus' HTTP client configuration (proxy,
 	// basic_auth, authorization, oauth2, tls_config, …) for HTTP
 	// protocols, with the prober's defaults: see httpclient.go.
@@ -284,6 +284,9 @@ func (c *Config) applyTargetDefaults(t *Target) {
 		if t.Ollama.API == "" {
 			t.Ollama.API = probe.OllamaAPIChat
 		}
+	}
+	if t.Embedding != nil && t.Embedding.Inputs == 0 {
+		t.Embedding.Inputs = 1
 	}
 	t.DiscoverModels.applyDefaults()
 	if sm := t.ServerMetrics; sm != nil {
@@ -700,6 +703,7 @@ func Parse(b []byte, name, dir string, getenv func(string) string) (*Config, err
 	if err := d.err(); err != nil {
 		return nil, err
 	}
+	cfg.refuseWrittenZeros(d)
 	cfg.applyDefaults()
 	cfg.validate(d)
 	if err := d.err(); err != nil {
@@ -749,14 +753,34 @@ func (c *Config) redacted() *Config {
 			ct.Headers = make(map[string]string, len(t.Headers))
 			for k, v := range t.Headers {
 				if v != "" && probe.SensitiveHeader(k) {
-					v = "<secret>"
+					v = redactedMarker
 				}
 				ct.Headers[k] = v
 			}
 		}
+		ct = printableHTTPClient(ct)
 		out.Targets[i] = &ct
 	}
 	return &out
+}
+
+// redactedMarker is what a printed configuration shows in place of a
+// secret: promconfig.Secret's own marshalled form.
+const redactedMarker = "<secret>"
+
+// printableHTTPClient returns t with follow_redirects in one place: with
+// an http_client_config the target's short form is merged into the
+// block's (httpClientOptions), and printing both would make the output
+// conflict with itself when it is loaded again.
+func printableHTTPClient(t Target) Target {
+	if t.HTTPClientConfig == nil {
+		return t
+	}
+	h := *t.HTTPClientConfig
+	h.FollowRedirects = h.FollowRedirects || t.FollowRedirects
+	t.HTTPClientConfig = &h
+	t.FollowRedirects = false
+	return t
 }
 
 // DriverOptions is what a probe driver needs to know about the target: the

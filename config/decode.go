@@ -249,6 +249,14 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 		}
 		f := v.Type().FieldByIndex(idx)
 		if f.Tag.Get("config") == "output-only" {
+			// check-config --print and /config write a resolved secret as
+			// the marker <secret>; reading that output back must work, and
+			// the value is resolved again from its own source (api_key_file,
+			// api_key_env), so the marker is skipped. Any other value is a
+			// secret written inline and refused.
+			if val.Kind == yaml.ScalarNode && val.Value == redactedMarker {
+				continue
+			}
 			d.errorf(key, keyPath, "%q cannot be set in the file; %s", key.Value, f.Tag.Get("hint"))
 			continue
 		}

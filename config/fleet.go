@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	promconfig "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
+	"gopkg.in/yaml.v3"
 
 	"github.com/llm-prober/llm-prober/probe"
 )
@@ -285,6 +287,32 @@ func minimum(d *decoder, path string, v model.Duration, least time.Duration) {
 	}
 }
 
+// refuseWrittenZeros runs before the defaults: where a zero left out
+// means the default, a zero written in the file would silently become
+// it. remote_write's interval: 0s is refused (as Prometheus refuses a zero
+// scrape_interval) rather than taken as 15s, and an embedding's inputs: 0
+// rather than taken as 1.
+func (c *Config) refuseWrittenZeros(d *decoder) {
+	for i, t := range c.Targets {
+		path := fmt.Sprintf("targets[%d].embedding.inputs", i)
+		if t != nil && t.Embedding != nil && t.Embedding.Inputs == 0 && d.has(path) {
+			d.at(path, "want 1 to %d texts per request, got 0", probe.MaxEmbeddingInputs)
+		}
+	}
+	for _, name := range sortedModules(c.Modules) {
+		path := join("modules", name) + ".embedding.inputs"
+		if m := c.Modules[name]; m != nil && m.Embedding != nil && m.Embedding.Inputs == 0 && d.has(path) {
+			d.at(path, "want 1 to %d texts per request, got 0", probe.MaxEmbeddingInputs)
+		}
+	}
+	for i, rw := range c.RemoteWrite {
+		path := fmt.Sprintf("remote_write[%d].interval", i)
+		if rw != nil && rw.Interval == 0 && d.has(path) {
+			d.at(path, "want at least 1s, got 0s; leave interval out for the default %s", model.Duration(DefaultRemoteWriteInterval))
+		}
+	}
+}
+
 func (c *Config) resolveFleet(d *decoder, dir string, getenv func(string) string) {
 	for _, name := range sortedModules(c.Modules) {
 		resolveTargetSecrets(d, join("modules", name), dir, &c.Modules[name].Target, getenv)
@@ -496,4 +524,27 @@ func DiscoveredName(module, endpoint string) string {
 	}
 	sum := sha256.Sum256([]byte(endpoint))
 	return module + "_" + hex.EncodeToString(sum[:6])
+}
+
+// MarshalYAML prints a module without the keys a module cannot have (its
+// name is its key under modules:, and it has no endpoint), and with
+// follow_redirects in one place, so that check-config --print's output
+// loads again.
+func (m *Module) MarshalYAML() (any, error) {
+	type plain Module
+	c := *m
+	c.Target = printableHTTPClient(c.Target)
+	var n yaml.Node
+	if err := n.Encode((*plain)(&c)); err != nil {
+		return nil, err
+	}
+	refused := refusedKeys[reflect.TypeFor[Module]()]
+	kept := n.Content[:0]
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if _, ok := refused[n.Content[i].Value]; !ok {
+			kept = append(kept, n.Content[i], n.Content[i+1])
+		}
+	}
+	n.Content = kept
+	return &n, nil
 }

@@ -85,6 +85,8 @@ func TestFleetErrors(t *testing.T) {
 		{fleetBase + "remote_write:\n  - url: 'ftp://x'\n", "remote_write[0].url: URL \"ftp://x\" must use http or https"},
 		{fleetBase + "remote_write:\n  - {url: 'http://x', queue_config: {capacity: 10, max_samples_per_send: 50}}\n", "max_samples_per_send: want 1 to capacity"},
 		{fleetBase + "external_labels: {__x: y}\n", "external_labels.__x: invalid label name"},
+		// 0s would otherwise become the 15s default without a word.
+		{fleetBase + "remote_write:\n  - url: 'http://x'\n    interval: 0s\n", "f.yml:9:5: remote_write[0].interval: want at least 1s, got 0s; leave interval out for the default 15s"},
 		{"targets: []\n", "no targets configured"},
 	} {
 		_, err := parseFleet(t, tc.text)

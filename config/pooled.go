@@ -47,7 +47,7 @@ func validatePooling(d *decoder, path string, t *Target) {
 		if e.Dimension < 0 || e.Dimension > probe.MaxEmbeddingDim {
 			d.at(ep+".dimension", "want 0 (any) to %d, got %d", probe.MaxEmbeddingDim, e.Dimension)
 		}
-		if e.Inputs < 0 || e.Inputs > probe.MaxEmbeddingInputs {
+		if e.Inputs < 1 || e.Inputs > probe.MaxEmbeddingInputs {
 			d.at(ep+".inputs", "want 1 to %d texts per request, got %d", probe.MaxEmbeddingInputs, e.Inputs)
 		}
 	}

@@ -20,6 +20,7 @@ type SafeConfig struct {
 	// load and notify steps.
 	reloadMu  sync.Mutex
 	listeners []func(*Config)
+	checks    []func(*Config) error
 
 	reloadSuccess   prometheus.Gauge
 	reloadTimestamp prometheus.Gauge
@@ -65,6 +66,17 @@ func (sc *SafeConfig) OnChange(fn func(*Config)) {
 	sc.listeners = append(sc.listeners, fn)
 }
 
+// Check registers fn to run on every loaded config, in registration
+// order, before it replaces the running one: an error fails the reload as
+// an invalid file does, and the running config stays. It is for what only
+// the running process can check (a library that must load), so that a
+// reload reported successful was applied in full.
+func (sc *SafeConfig) Check(fn func(*Config) error) {
+	sc.reloadMu.Lock()
+	defer sc.reloadMu.Unlock()
+	sc.checks = append(sc.checks, fn)
+}
+
 // Reload loads the file again. On failure the running config stays and the
 // error is returned and logged. API key files are re-read every time, so a
 // reload also picks up a rotated key.
@@ -72,6 +84,12 @@ func (sc *SafeConfig) Reload() error {
 	sc.reloadMu.Lock()
 	defer sc.reloadMu.Unlock()
 	cfg, err := Load(sc.path)
+	for _, check := range sc.checks {
+		if err != nil {
+			break
+		}
+		err = check(cfg)
+	}
 	if err != nil {
 		sc.reloadSuccess.Set(0)
 		sc.logger.Error("Error loading config; keeping the running config", "file", sc.path, "err", err)
@@ -88,6 +106,9 @@ func (sc *SafeConfig) Reload() error {
 		return nil
 	}
 	sc.logger.Info("Loaded config", "file", sc.path, "targets", len(cfg.Targets))
+	if w := cfg.HistogramMixWarning(); w != "" {
+		sc.logger.Warn("Probe histograms in more than one form", "file", sc.path, "warning", w)
+	}
 	for _, fn := range sc.listeners {
 		fn(cfg)
 	}

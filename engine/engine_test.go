@@ -286,6 +286,8 @@ func TestCheckLengths(t *testing.T) {
 		{OutputTokens: 100, InputTokens: 540, InputTokensSource: probe.TokenSourceServer}, // within 10% (+32)
 		{OutputTokens: 89, InputTokens: 590, InputTokensSource: probe.TokenSourceServer},  // both off
 		{OutputTokens: 111, InputTokens: 10, InputTokensSource: probe.TokenSourceNone},    // output off; no server count
+		// A cancellation probe's cut stream: short on purpose, not counted.
+		{OutputTokens: 8, Cancel: &probe.Cancellation{AfterTokens: 8, Tokens: 8}},
 	} {
 		c.check(Sent{Draw: draw, Result: r})
 	}

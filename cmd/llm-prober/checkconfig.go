@@ -34,6 +34,9 @@ func checkConfig(files []string, print bool, stdout, stderr io.Writer) int {
 			continue
 		}
 		fmt.Fprintf(stdout, "%s: OK, %d targets, %d probes\n", f, len(cfg.Targets), cfg.ProbeCount())
+		if w := cfg.HistogramMixWarning(); w != "" {
+			fmt.Fprintf(stderr, "%s: WARNING: %s\n", f, w)
+		}
 		printAlerting(f, cfg, stdout, stderr)
 	}
 	return code

@@ -104,3 +104,22 @@ func TestExamplesCanAlert(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckConfigWarnsOnHistogramMix: targets whose histograms differ pass
+// check-config (exit 0) with a WARNING naming the Prometheus 2.x rule.
+func TestCheckConfigWarnsOnHistogramMix(t *testing.T) {
+	cfg := `targets:
+  - {name: a, protocol: openai_chat, url: http://127.0.0.1:8000, model: m, histograms: classic, probes: [{name: p, schedule: {every: 15s}}]}
+  - {name: b, protocol: openai_chat, url: http://127.0.0.1:8001, model: m, histograms: native, probes: [{name: p, schedule: {every: 15s}}]}
+`
+	path := filepath.Join(t.TempDir(), "mix.yml")
+	testutil.WriteFile(t, path, cfg)
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"check-config", path}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
+	}
+	want := path + ": WARNING: probe histograms in 2 forms (classic: target a; native: target b): Prometheus 2.x with --enable-feature=native-histograms stores a metric family in the form of its first series"
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr lacks\n%s\nin\n%s", want, stderr.String())
+	}
+}

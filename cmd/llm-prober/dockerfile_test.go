@@ -92,7 +92,7 @@ func TestImageDefaultStart(t *testing.T) {
 	}
 	for _, want := range []string{
 		"no configuration file at " + mounted,
-		"Mount a directory holding llm-prober.yml at /etc/llm-prober",
+		"mount a directory holding llm-prober.yml at /etc/llm-prober",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

@@ -70,3 +70,32 @@ func TestServeGPUMetricsFromStub(t *testing.T) {
 		t.Error("GPU series after gpus.enabled: false")
 	}
 }
+
+// TestReloadToGPUsEnabledWithoutNVMLFails: a reload to gpus.enabled: true
+// where NVML cannot be loaded is a failed reload: the status and the
+// reload gauge say so, and the running configuration (GPU metrics from
+// the library it loaded included) stays.
+func TestReloadToGPUsEnabledWithoutNVMLFails(t *testing.T) {
+	stub := nvmltest.Build(t)
+	stub.Set(t, nvmltest.Devices(1, nil))
+	td := startDaemon(t, goodConfig+"gpus: {enabled: auto, library: "+stub.Path+"}\n")
+	power := `llm_gpu_power_watts{gpu="0",name="NVIDIA H100 80GB HBM3",uuid="GPU-aaaaaaaa-bbbb-cccc-dddd-000000000000"}`
+	if v := metricValue(t, td, power); v == "" {
+		t.Fatal("no GPU metrics from the stub")
+	}
+	missing := filepath.Join(t.TempDir(), "libnvidia-ml.so.1")
+	testutil.WriteFile(t, td.cfgPath, strings.Replace(goodConfig, "name: first", "name: changed", 1)+"gpus: {enabled: true, library: "+missing+"}\n")
+	status, _, body := get(t, "POST", td.url+"/-/reload")
+	if status != 500 || !strings.Contains(body, "gpus.enabled is true but NVML cannot be used") {
+		t.Errorf("reload: %d %s, want 500 saying NVML cannot be used", status, body)
+	}
+	if v := metricValue(t, td, "llm_prober_config_last_reload_successful"); v != "0" {
+		t.Errorf("llm_prober_config_last_reload_successful = %s, want 0", v)
+	}
+	if _, _, cfg := get(t, "GET", td.url+"/config"); !strings.Contains(cfg, "name: first") || !strings.Contains(cfg, "enabled: auto") {
+		t.Errorf("the running config was not kept:\n%s", cfg)
+	}
+	if v := metricValue(t, td, power); v == "" {
+		t.Error("GPU metrics gone after the failed reload")
+	}
+}

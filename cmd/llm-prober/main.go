@@ -34,6 +34,7 @@ const (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	fillVersion()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 

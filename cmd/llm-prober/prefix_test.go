@@ -46,7 +46,7 @@ func TestProbeSubcommandSequence(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr.String())
 	}
-	for _, want := range []string{"--- request 1 (cold prefix cache)", "--- request 3 (warm prefix cache)", "cached         1024 (server's prefix cache"} {
+	for _, want := range []string{"--- request 1 (cold prefix cache)", "--- request 3 (warm prefix cache)", "cached         1024 (server's prefix cache", "the prefix cache helps)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -84,4 +84,24 @@ func TestDaemonExportsPrefixMetrics(t *testing.T) {
 		}
 	}
 	promtoolCheckMetrics(t, body)
+}
+
+// TestWarmColdLine: the verdict follows the ratio (the alert's 0.8), and a
+// session run gets none.
+func TestWarmColdLine(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		session    bool
+		cold, warm time.Duration
+		want, not  string
+	}{
+		{false, 450 * ms, 27 * ms, "warm/cold 0.060 (at most 0.8: the prefix cache helps)", "does not help"},
+		{false, 100 * ms, 95 * ms, "warm/cold 0.950 (above 0.8: the prefix cache does not help", "helps)"},
+		{true, 100 * ms, 50 * ms, "warm/cold 0.500 (a session: later turns carry more new tokens than turn 1, so this is no verdict", "does not help"},
+	} {
+		got := warmColdLine(c.session, c.cold, c.warm)
+		if !strings.Contains(got, c.want) || strings.Contains(got, c.not) {
+			t.Errorf("warmColdLine(%v, %v, %v) = %q, want it to contain %q and not %q", c.session, c.cold, c.warm, got, c.want, c.not)
+		}
+	}
 }

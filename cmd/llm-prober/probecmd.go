@@ -69,11 +69,33 @@ func probeSequence(ctx context.Context, p *engine.Probe, stdout, stderr io.Write
 	}
 	fmt.Fprintln(stdout, "---")
 	if cold > 0 && nWarm > 0 {
-		mean := warm / time.Duration(nWarm)
-		fmt.Fprintf(stdout, "TTFT cold %s, warm mean %s: warm/cold %.3f (near 1: the prefix cache does not help)\n",
-			cold.Round(time.Microsecond), mean.Round(time.Microsecond), mean.Seconds()/cold.Seconds())
+		fmt.Fprintln(stdout, warmColdLine(p.Session != nil, cold, warm/time.Duration(nWarm)))
 	} else {
 		fmt.Fprintln(stdout, "no warm/cold comparison: a cold and a warm request must both succeed")
 	}
 	return code
+}
+
+// prefixNotHittingRatio is the warm/cold TTFT ratio above which the
+// shipped LLMProbePrefixCacheNotHitting alert fires
+// (alerts/llm-prober-rules.yml): the verdict printed here is the alert's.
+const prefixNotHittingRatio = 0.8
+
+// warmColdLine is the last line of a sequence probe's run: the TTFT of
+// its cold request against the mean of its warm ones. Only a
+// shared_prefix run gets a verdict: its requests are alike but for the
+// cache, while a session's later turns carry more new tokens than turn 1
+// (the whole conversation so far), so their ratio says little about the
+// cache; the alert leaves sessions out for the same reason.
+func warmColdLine(session bool, cold, warm time.Duration) string {
+	ratio := warm.Seconds() / cold.Seconds()
+	head := fmt.Sprintf("TTFT cold %s, warm mean %s: warm/cold %.3f", cold.Round(time.Microsecond), warm.Round(time.Microsecond), ratio)
+	switch {
+	case session:
+		return head + " (a session: later turns carry more new tokens than turn 1, so this is no verdict on the prefix cache; use a shared_prefix probe for one)"
+	case ratio > prefixNotHittingRatio:
+		return head + fmt.Sprintf(" (above %.1f: the prefix cache does not help; LLMProbePrefixCacheNotHitting would fire)", prefixNotHittingRatio)
+	default:
+		return head + fmt.Sprintf(" (at most %.1f: the prefix cache helps)", prefixNotHittingRatio)
+	}
 }

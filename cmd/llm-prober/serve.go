@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -114,6 +113,7 @@ func newDaemon(opts serveOptions) *daemon {
 	// reload that leaves that section alone does not touch NVML.
 	d.gpus = collector.NewGPUCollector(collector.GPUOptions{Logger: opts.logger})
 	reg.MustRegister(d.gpus)
+	d.config.Check(d.checkGPUs)
 	d.config.OnChange(func(c *config.Config) {
 		if err := d.gpus.Apply(c.GPUs.Settings()); err != nil {
 			d.opts.logger.Error("GPU metrics unavailable", "err", err)
@@ -177,8 +177,7 @@ func serve(ctx context.Context, opts serveOptions) int {
 	}
 	if err := d.config.Reload(); errors.Is(err, fs.ErrNotExist) {
 		// Most often a container started without its configuration mounted.
-		fmt.Fprintf(opts.stderr, "llm-prober: no configuration file at %s, not starting.\nMount a directory holding llm-prober.yml at %s (docker run -v \"$PWD/config:%[2]s:ro\" ...), or point --config.file at one; examples/ and docs/configuration.md have configurations to start from.\n",
-			opts.configFile, filepath.Dir(opts.configFile))
+		fmt.Fprint(opts.stderr, noConfigMessage(opts.configFile))
 		d.engine.Stop(ctx)
 		return 1
 	} else if err != nil {
