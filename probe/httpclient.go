@@ -162,7 +162,7 @@ func begin(req *Request) (*Request, *Result) {
 	if req == nil {
 		req = &Request{}
 	}
-	r := &Result{RequestID: req.ID, Streamed: req.Stream}
+	r := &Result{RequestID: req.ID, Streamed: req.Stream, outputBound: outputBound(req)}
 	if req.CaptureAnswer {
 		r.answer = &answerText{}
 	}
