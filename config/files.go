@@ -14,10 +14,13 @@ import (
 // files have their own (maxPromptFileBytes), as do discovery sources
 // (discovery.MaxSourceBytes).
 
-// MaxConfigFileBytes bounds the configuration file itself. A real one is
-// a few KiB; long prompt lists belong in prompt_file and long target
-// lists in file_sd discovery, both bounded on their own.
-const MaxConfigFileBytes = 16 << 20
+// MaxConfigFileBytes bounds the configuration file itself, as a discovery
+// source is bounded (discovery.MaxSourceBytes): thousands of targets fit,
+// and a real configuration is a few KiB. Parsing YAML costs about ten
+// times the file in memory (8 MiB of dense YAML: ~90 MB), so the bound is
+// the daemon's memory bound too. Long prompt lists belong in prompt_file,
+// long target lists in file_sd discovery, both bounded on their own.
+const MaxConfigFileBytes = 8 << 20
 
 // maxSecretFileBytes bounds a file that holds one credential (api_key_file,
 // password_file, credentials_file, client_secret_file,
@@ -55,6 +58,11 @@ func readBounded(path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	// A regular file's size is known: refuse it unread. Others (a pipe, a
+	// device) are read up to the bound.
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > limit {
+		return nil, errTooLarge
+	}
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err

@@ -41,7 +41,7 @@ func TestConfigFileSizeLimit(t *testing.T) {
 	if err == nil {
 		t.Fatal("a config file over the limit was loaded")
 	}
-	for _, want := range []string{path, "larger than 16 MiB"} {
+	for _, want := range []string{path, "larger than 8 MiB"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
 		}
@@ -82,5 +82,15 @@ func TestSecretFileSizeLimit(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A file that is not regular is read only up to the bound.
+func TestReadBoundedDevice(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	if _, err := readConfigFile("/dev/zero"); err == nil || !strings.Contains(err.Error(), "larger than 8 MiB") {
+		t.Fatalf("err = %v", err)
 	}
 }
