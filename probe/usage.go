@@ -125,7 +125,7 @@ func (r *Result) checkCounts() {
 			r.CachedInputTokens, r.HasCachedInputTokens = 0, false
 		}
 	}
-	if n := r.OutputTokens; n > len(r.Chunks) && !r.plausibleOutput(n) || n < 0 {
+	if n := r.OutputTokens; n < 0 || (n > len(r.Chunks) && !r.plausibleOutput(n)) {
 		r.invalidUsage(UsageOutputTokens)
 		for i := range r.Chunks {
 			r.Chunks[i].Tokens = 1
