@@ -143,6 +143,7 @@ type descs struct {
 	success, lastTTFT, lastRun, objective      *prometheus.Desc
 	retry, tlsExpiry                           *prometheus.Desc
 	serverTiming, serverTimingInvalid          *prometheus.Desc
+	usageInvalid                               *prometheus.Desc
 	sched                                      schedDescs
 	streak                                     streakDescs
 }
@@ -154,10 +155,11 @@ func newDescs() descs {
 	}
 	st, stInvalid := newServerTimingDescs(base)
 	return descs{
-		sched:     newSchedDescs(base),
-		streak:    newStreakDescs(base),
-		retry:     newRetryDesc(base),
-		tlsExpiry: newTLSExpiryDesc(base),
+		sched:        newSchedDescs(base),
+		streak:       newStreakDescs(base),
+		retry:        newRetryDesc(base),
+		tlsExpiry:    newTLSExpiryDesc(base),
+		usageInvalid: newUsageInvalidDesc(base),
 		ttft: prometheus.NewDesc("llm_probe_time_to_first_token_seconds",
 			"Time from just before the request is written to the first chunk with non-empty output, for successful streamed requests.",
 			base, nil),
@@ -223,7 +225,7 @@ func (m *ProbeMetrics) Describe(ch chan<- *prometheus.Desc) {
 		m.d.ttft, m.d.tpot, m.d.itl, m.d.duration, m.d.tps, m.d.phase, m.d.lag,
 		m.d.requests, m.d.inTokens, m.d.outTokens, m.d.slo, m.d.skip,
 		m.d.success, m.d.lastTTFT, m.d.lastRun, m.d.objective, m.d.retry, m.d.tlsExpiry,
-		m.d.serverTiming, m.d.serverTimingInvalid,
+		m.d.serverTiming, m.d.serverTimingInvalid, m.d.usageInvalid,
 	} {
 		ch <- d
 	}
@@ -355,6 +357,8 @@ type series struct {
 	retries [numRetryReasons]atomic.Pointer[counter]
 	// The server's own timings (server_timing_metrics.go).
 	serverTimingSeries
+	// Token counts the probe dropped (usage_metrics.go).
+	usageSeries
 	// observeITL is built once so that Observe hands InterTokenLatencies a
 	// ready func value instead of a fresh closure.
 	observeITL func(time.Duration)
@@ -535,6 +539,7 @@ func (s *series) collect(ch chan<- prometheus.Metric) {
 	s.collectRetries(ch)
 	s.tls.collect(ch)
 	s.collectServerTimings(ch)
+	s.collectUsageInvalid(ch)
 }
 
 // newSkipCounter must be called with skipMu held or before s is shared.
@@ -632,7 +637,9 @@ func (s *series) observe(r *probe.Result) {
 	}
 	s.tls.observe(r)
 	// Tokens are counted for every outcome: a stream cut short still cost the
-	// server the tokens it sent.
+	// server the tokens it sent. The probe has dropped implausible counts
+	// (probe.Result.UsageInvalid), so none can freeze a counter.
+	s.countUsageInvalid(r)
 	if r.InputTokens > 0 {
 		s.inTokens.Add(float64(r.InputTokens))
 	}

@@ -3,9 +3,12 @@ package collector
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llm-prober/llm-prober/probe"
 )
 
 // FuzzNormalise feeds arbitrary bytes through the path a scrape takes,
@@ -30,6 +33,7 @@ func FuzzNormalise(f *testing.F) {
 		"# TYPE tgi_request_input_length histogram\ntgi_request_input_length_sum NaN\ntgi_request_input_length_count 1\n",
 		"# TYPE x stateset\nx{x=\"a\"} 1\n",
 		"{\"vllm:utf8 name\",model_name=\"m\"} 1\n",
+		"vllm:num_requests_running{model_name=\"" + strings.Repeat("é", 200) + "\"} 1\n",
 	} {
 		f.Add([]byte(s), false)
 		f.Add([]byte(s), true)
@@ -46,6 +50,9 @@ func FuzzNormalise(f *testing.F) {
 			models := map[string]bool{}
 			for _, s := range res.samples {
 				models[s.model] = true
+				if len(s.model) > probe.MaxModelNameBytes {
+					t.Fatalf("%s: model label of %d bytes exported", kind, len(s.model))
+				}
 				labels := []string{"target", res.kind, s.model}
 				if s.extra != "" {
 					labels = append(labels, s.extra)

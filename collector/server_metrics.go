@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	promconfig "github.com/prometheus/common/config"
 	"github.com/prometheus/common/version"
+
+	"github.com/llm-prober/llm-prober/probe"
 )
 
 // MaxServerMetricsBytes bounds what one scrape of a model server reads
@@ -45,17 +47,17 @@ type ServerTarget struct {
 // ServerMetrics scrapes model servers' /metrics when Prometheus scrapes the
 // prober and exports them under normalised llm_server_* names.
 type ServerMetrics struct {
-	logger    *slog.Logger
-	norm      *normaliser
-	maxBytes  int64
-	outputs   map[string]*prometheus.Desc
-	types     map[string]prometheus.ValueType
-	up, dur   *prometheus.Desc
-	selfOK    *prometheus.Desc
-	selfDur   *prometheus.Desc
-	mu        sync.RWMutex
-	targets   []*serverTarget
-	userAgent string
+	logger             *slog.Logger
+	norm               *normaliser
+	maxBytes           int64
+	outputs            map[string]*prometheus.Desc
+	types              map[string]prometheus.ValueType
+	up, dur, truncated *prometheus.Desc
+	selfOK             *prometheus.Desc
+	selfDur            *prometheus.Desc
+	mu                 sync.RWMutex
+	targets            []*serverTarget
+	userAgent          string
 }
 
 type serverTarget struct {
@@ -89,6 +91,8 @@ func NewServerMetrics(logger *slog.Logger) *ServerMetrics {
 			[]string{"target"}, nil),
 		dur: prometheus.NewDesc(serverScrapeDuration,
 			"How long the last scrape of the model server's metrics took.", []string{"target"}, nil),
+		truncated: prometheus.NewDesc(serverLabelsTruncated,
+			"Model label values in the last scrape of the model server's metrics that were longer than 256 bytes and were cut to 256 before being exported; absent while none was.", []string{"target"}, nil),
 	}
 	c.selfOK, c.selfDur = collectorSelfDescs("server_metrics")
 	for _, o := range serverOutputs() {
@@ -167,6 +171,7 @@ func (c *ServerMetrics) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- c.up
 	ch <- c.dur
+	ch <- c.truncated
 	ch <- c.selfOK
 	ch <- c.selfDur
 }
@@ -235,6 +240,9 @@ func (c *ServerMetrics) CollectWithin(ch chan<- prometheus.Metric, limit time.Du
 		if r.err != nil {
 			continue
 		}
+		if n := r.res.truncatedModels; n > 0 {
+			ch <- prometheus.MustNewConstMetric(c.truncated, prometheus.GaugeValue, float64(n), r.t.Name)
+		}
 		for _, s := range r.res.samples {
 			desc, typ := c.outputs[s.out], c.types[s.out]
 			labels := []string{r.t.Name, r.res.kind, s.model}
@@ -283,6 +291,10 @@ func (c *ServerMetrics) noteOutcome(r serverScrape) {
 	if r.res.droppedModels > 0 {
 		c.logger.Debug("Model server exposes too many models; some are not exported",
 			"target", t.Name, "limit", maxServerModels, "dropped", r.res.droppedModels)
+	}
+	if r.res.truncatedModels > 0 {
+		c.logger.Debug("Model server exposes model label values over the length limit; they are cut",
+			"target", t.Name, "limit_bytes", probe.MaxModelNameBytes, "cut", r.res.truncatedModels)
 	}
 }
 

@@ -7,10 +7,13 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/llm-prober/llm-prober/probe"
 )
 
 // maxServerModels bounds the distinct model label values taken from one
@@ -29,6 +32,9 @@ type normalisation struct {
 	samples []serverSample
 	// droppedModels counts model label values beyond maxServerModels.
 	droppedModels int
+	// truncatedModels counts the distinct model label values that were
+	// cut to probe.MaxModelNameBytes (boundLabelValue).
+	truncatedModels int
 }
 
 // normaliser applies the rule table; built once, used by every scrape.
@@ -175,14 +181,36 @@ type accumulator struct {
 	n int
 }
 
-// read aggregates the series of one source per model.
-func read(fams map[string]*dto.MetricFamily, src source, modelLabel string, agg aggregation) modelValues {
+// boundLabelValue holds a label value from a model server to the rule
+// configured and discovered model names follow (probe.MaxModelNameBytes):
+// valid UTF-8, cut on a rune boundary to at most that many bytes. cut
+// says it was shortened. A server may send a megabyte where a name is
+// meant, and the prober would re-export it in every series of the target.
+func boundLabelValue(s string) (v string, cut bool) {
+	v = strings.ToValidUTF8(s, "\uFFFD")
+	if len(v) <= probe.MaxModelNameBytes {
+		return v, false
+	}
+	n := probe.MaxModelNameBytes
+	for n > 0 && !utf8.RuneStart(v[n]) {
+		n--
+	}
+	return v[:n], true
+}
+
+// read aggregates the series of one source per model. A model label value
+// over the bound is cut (boundLabelValue) and its cut form noted in cut;
+// values alike up to the cut aggregate as one model.
+func read(fams map[string]*dto.MetricFamily, src source, modelLabel string, agg aggregation, cut map[string]bool) modelValues {
 	acc := map[string]*accumulator{}
 	add := func(m *dto.Metric, v float64) {
 		if math.IsNaN(v) || !matches(m, src.match) {
 			return
 		}
-		model := strings.ToValidUTF8(labelValue(m, modelLabel), "\uFFFD")
+		model, wasCut := boundLabelValue(labelValue(m, modelLabel))
+		if wasCut {
+			cut[model] = true
+		}
 		a := acc[model]
 		if a == nil {
 			a = &accumulator{v: v}
@@ -289,10 +317,11 @@ func (n *normaliser) apply(fams map[string]*dto.MetricFamily, kind string) norma
 	taken := map[string]bool{}
 	models := map[string]bool{}
 	dropped := map[string]bool{}
+	cut := map[string]bool{}
 	for _, r := range n.rules[kind] {
 		vals := make([]modelValues, len(r.sources))
 		for i, s := range r.sources {
-			vals[i] = read(fams, s, ml, r.agg)
+			vals[i] = read(fams, s, ml, r.agg, cut)
 		}
 		for model, v := range combined(r.combine, vals) {
 			if r.scale != 0 {
@@ -314,6 +343,7 @@ func (n *normaliser) apply(fams map[string]*dto.MetricFamily, kind string) norma
 		}
 	}
 	res.droppedModels = len(dropped)
+	res.truncatedModels = len(cut)
 	res.samples = pairedPhases(res.samples)
 	return res
 }

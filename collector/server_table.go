@@ -33,6 +33,7 @@ const (
 	serverPrefixHits        = "llm_server_prefix_cache_hits_total"
 	serverUp                = "llm_server_up"
 	serverScrapeDuration    = "llm_server_scrape_duration_seconds"
+	serverLabelsTruncated   = "llm_server_label_values_truncated"
 	resultSuccess           = "success"
 	resultFailure           = "failure"
 	phaseQueue              = "queue"

@@ -652,7 +652,7 @@ func resolveTargetSecrets(d *decoder, path, dir string, t *Target, getenv func(s
 		if !filepath.IsAbs(f) {
 			f = filepath.Join(dir, f)
 		}
-		b, err := os.ReadFile(f)
+		b, err := readSecretFile(f, "API key file")
 		if err != nil {
 			d.at(path+".api_key_file", "cannot read API key: %v", err)
 			return
@@ -679,7 +679,7 @@ func resolveTargetSecrets(d *decoder, path, dir string, t *Target, getenv func(s
 
 // Load reads, decodes, defaults, validates and resolves the config file.
 func Load(path string) (*Config, error) {
-	b, err := os.ReadFile(path)
+	b, err := readConfigFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading config: %w", err)
 	}

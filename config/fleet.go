@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -357,10 +356,11 @@ func checkSecretFiles(d *decoder, path string, h *promconfig.HTTPClientConfig) {
 		if f.file == "" {
 			continue
 		}
-		b, err := os.ReadFile(f.file)
+		key := f.key[strings.LastIndex(f.key, ".")+1:]
+		b, err := readSecretFile(f.file, key)
 		switch {
 		case err != nil:
-			d.at(f.key, "cannot read %s: %v", f.key[strings.LastIndex(f.key, ".")+1:], err)
+			d.at(f.key, "cannot read %s: %v", key, err)
 		case len(bytes.TrimSpace(b)) == 0:
 			d.at(f.key, "%s is empty", f.file)
 		}

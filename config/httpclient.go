@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -197,8 +196,8 @@ func resolveHTTPClient(d *decoder, path, dir string, t *Target) {
 		if f.file == "" {
 			continue
 		}
-		b, err := os.ReadFile(f.file)
 		key := f.key[strings.LastIndex(f.key, ".")+1:]
+		b, err := readSecretFile(f.file, key)
 		switch {
 		case err != nil:
 			d.at(f.key, "cannot read %s: %v", key, err)

@@ -44,5 +44,11 @@ func (r *Result) OutputTokensPerSecond() (float64, bool) {
 	if r.OutputTokens <= 0 || r.EndToEnd <= 0 || r.Cut() {
 		return 0, false
 	}
-	return float64(r.OutputTokens) / r.EndToEnd.Seconds(), true
+	tps := float64(r.OutputTokens) / r.EndToEnd.Seconds()
+	if tps > maxTokensPerSecond {
+		// checkCounts drops such a server count; chunks counted that fast
+		// are as impossible, and must not swell the histogram's sum.
+		return 0, false
+	}
+	return tps, true
 }

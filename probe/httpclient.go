@@ -162,7 +162,7 @@ func begin(req *Request) (*Request, *Result) {
 	if req == nil {
 		req = &Request{}
 	}
-	r := &Result{RequestID: req.ID, Streamed: req.Stream}
+	r := &Result{RequestID: req.ID, Streamed: req.Stream, outputBound: outputBound(req)}
 	if req.CaptureAnswer {
 		r.answer = &answerText{}
 	}
@@ -541,9 +541,23 @@ func (ex *exchange) classify(err error, doing string) (Outcome, error) {
 	case headersTooLarge(err):
 		return OutcomeProtocolError, fmt.Errorf("%s: %w (%d bytes)", doing, errHeadersTooLarge, maxResponseHeaderBytes)
 	}
+	if badLocation(err) {
+		return OutcomeProtocolError, fmt.Errorf("%s: server redirected with a Location header that is not a valid URL; redirects cannot be followed from it, point the target URL at the final location", doing)
+	}
 	// Reset, EOF or a broken chunked encoding after the request went out:
 	// the answer did not arrive whole.
 	return OutcomeIncomplete, fmt.Errorf("connection failed while %s: %w", doing, unwrapURLError(err))
+}
+
+// badLocation reports whether err is net/http's refusal of a redirect's
+// Location header that does not parse as a URL. The client parses it
+// before consulting CheckRedirect, so this error comes whether redirects
+// are followed or not, and net/http gives it no type or sentinel: its
+// message is all there is to recognise. The Location itself (in that
+// message) is not repeated, as its query may hold a token.
+func badLocation(err error) bool {
+	var ue *url.Error
+	return errors.As(err, &ue) && strings.HasPrefix(ue.Err.Error(), "failed to parse Location header")
 }
 
 // unwrapURLError drops url.Error's `Post "URL":` prefix: the target is

@@ -38,6 +38,7 @@ func (d *openAIDriver) Probe(ctx context.Context, req *Request) *Result {
 // done finishes every probe: secrets out of the error, one debug line.
 func (t *httpTarget) done(r *Result) {
 	r.settleAnswer()
+	r.checkCounts()
 	r.Err = t.redact(r.Err)
 	if r.Outcome == "" {
 		r.Outcome = OutcomeProtocolError

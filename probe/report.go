@@ -88,6 +88,9 @@ func WriteReport(w io.Writer, target, probeName string, r *Result) error {
 		line("  cached", "%d (server's prefix cache, usage prompt_tokens_details)", r.CachedInputTokens)
 	}
 	line("output tokens", "%s", tokens(r.OutputTokens, r.OutputTokensSource))
+	if len(r.UsageInvalid) > 0 {
+		line("  dropped", "%s: the server's count was implausible for what arrived (docs/metrics.md 1.1)", strings.Join(r.UsageInvalid, ", "))
+	}
 	line("finish reason", "%s", orNone(r.FinishReason))
 	writePooled(line, r)
 	writeServerTimings(line, r)

@@ -47,7 +47,7 @@ finish reason    length
 	}
 
 	failed := &Result{RequestID: "x", Outcome: OutcomeConnectError, Err: errors.New("connecting: dial tcp: connection refused"),
-		Phases: Phases{ConnectionReused: true}}
+		Phases: Phases{ConnectionReused: true}, UsageInvalid: []string{UsageInputTokens, UsageOutputTokens}}
 	b.Reset()
 	if err := WriteReport(&b, "t", "", failed); err != nil {
 		t.Fatal(err)
@@ -61,6 +61,7 @@ finish reason    length
 		"tpot             n/a",
 		"itl              n/a\n",
 		"input tokens     unknown\n",
+		"  dropped        input_tokens, output_tokens: the server's count was implausible",
 		"finish reason    none\n",
 	} {
 		if !strings.Contains(b.String(), s) {

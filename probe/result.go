@@ -184,6 +184,14 @@ type Result struct {
 	HasCachedInputTokens bool
 	OutputTokens         int
 	OutputTokensSource   TokenSource
+	// UsageInvalid names the counts the server reported for this answer
+	// that were implausible and so dropped (usage.go), in UsageFields
+	// order; nil when every count was kept. A dropped output count is
+	// replaced by the chunks counted.
+	UsageInvalid []string
+	// outputBound is the most output tokens a plausible answer to the
+	// request carries (outputBound); 0 before begin.
+	outputBound int
 
 	FinishReason string
 	// TLSCertExpiry is the earliest NotAfter among the certificates the

@@ -193,6 +193,7 @@ func (d *tritonGRPCDriver) redact(err error) error {
 }
 
 func (d *tritonGRPCDriver) done(r *Result) {
+	r.checkCounts()
 	r.Err = d.redact(r.Err)
 	if r.Outcome == "" {
 		r.Outcome = OutcomeProtocolError
