@@ -48,7 +48,13 @@ type Scenario struct {
 	// Probes on the case's target (default 1), all alike: a server
 	// probed several ways.
 	Probes int
-	// Faults of the probe under srv and slo.
+	// Siblings: the case's target is one of this many endpoints that one
+	// module's fleet discovery made (llm_prober_discovered_target_info),
+	// each its own target with the same probes, the others healthy; what
+	// fires on them is the case's SiblingEpisodes. 0 or 1: a configured
+	// target, no discovery.
+	Siblings int
+	// Faults of the probe under srv and slo (the case's target only).
 	Faults func(srv Server, slo SLO) []Fault
 }
 
@@ -79,6 +85,11 @@ func Scenarios() []Scenario {
 			Faults: func(Server, SLO) []Fault { return []Fault{{Kind: FaultDown, To: h}} }},
 		{Name: "removed", Title: "Hard down, probe removed by a reload 30m in", End: 90 * m, Remove: 30 * m,
 			Faults: func(Server, SLO) []Fault { return []Fault{{Kind: FaultDown, To: 2 * h}} }},
+		{Name: "fleet-outlier", Title: "One of 5 endpoints of a discovered fleet slow (typical TTFT 3x the threshold) 2h, the others healthy; then as fast as they are", End: 3 * h, Recover: 2 * h, Siblings: 5,
+			Faults: func(srv Server, slo SLO) []Fault {
+				return []Fault{{Kind: FaultSlow, To: 2 * h, Factor: srv.RegressionFactor(slo, 3)}}
+			}},
+		{Name: "fleet-healthy", Title: "A discovered fleet of 5 healthy endpoints, a day", End: 24 * h, Siblings: 5, Healthy: true},
 		{Name: "restart", Title: "Prober restart (30s down, counters reset)", End: h, Restarts: []time.Duration{0}},
 		{Name: "vanished", Title: "Prober gone from service discovery 30m, then back", End: 90 * m, Recover: 30 * m,
 			Vanish: []Span{{0, 30 * m}}},
@@ -116,6 +127,8 @@ type Case struct {
 	Objective float64
 	Seed      int
 	Target    string
+	// Siblings are the other targets of the case's module (Scenario.Siblings).
+	Siblings []string
 }
 
 func seedOf(parts ...string) uint64 {
@@ -178,22 +191,36 @@ func (c Cell) world(rs *Rules, srv Server, keep []int, name string, seed int, ob
 		for _, o := range objs {
 			slo := srv.SLOFor(o)
 			target := fmt.Sprintf("%s-%s-o%s", sc.Name, fmtDur(iv), objName(o))
-			for i := range max(sc.Probes, 1) {
-				probe := "chat"
-				if sc.Probes > 1 {
-					probe = fmt.Sprintf("chat-%d", i+1)
+			c := Case{Scenario: sc.Name, Interval: iv, Objective: o, Seed: seed, Target: target}
+			module := ""
+			if sc.Siblings > 1 {
+				// One module per case: the rules compare the endpoints
+				// of a module, and the cases of a world must not mix.
+				module = target
+				for r := 2; r <= sc.Siblings; r++ {
+					c.Siblings = append(c.Siblings, fmt.Sprintf("%s-%d", target, r))
 				}
-				spec := ProbeSpec{
-					Target: target, Probe: probe, Model: "llama", Interval: iv, SLO: slo,
-					Seed: seedOf(sc.Name, strconv.Itoa(seed), target, probe),
-					New:  sc.New, Removed: sc.Remove > 0, RemovedAt: sc.Remove,
-				}
-				if sc.Faults != nil {
-					spec.Faults = sc.Faults(srv, slo)
-				}
-				w.Probes = append(w.Probes, spec)
 			}
-			cs = append(cs, Case{Scenario: sc.Name, Interval: iv, Objective: o, Seed: seed, Target: target})
+			for _, tg := range append([]string{target}, c.Siblings...) {
+				for i := range max(sc.Probes, 1) {
+					probe := "chat"
+					if sc.Probes > 1 {
+						probe = fmt.Sprintf("chat-%d", i+1)
+					}
+					// Each target its own seed: its own phase and draws.
+					spec := ProbeSpec{
+						Target: tg, Probe: probe, Model: "llama", Interval: iv, SLO: slo,
+						Seed: seedOf(sc.Name, strconv.Itoa(seed), tg, probe),
+						New:  sc.New, Removed: sc.Remove > 0, RemovedAt: sc.Remove,
+						Module: module,
+					}
+					if sc.Faults != nil && tg == target {
+						spec.Faults = sc.Faults(srv, slo)
+					}
+					w.Probes = append(w.Probes, spec)
+				}
+			}
+			cs = append(cs, c)
 		}
 	}
 	return w, cs
