@@ -45,6 +45,9 @@ type Scenario struct {
 	Healthy bool
 	// PagesOnly: evaluate only page alerts and what they depend on.
 	PagesOnly bool
+	// Alerts: evaluate only these alerts and what they depend on (the
+	// one alert a scenario is about, when others would only cost).
+	Alerts []string
 	// Probes on the case's target (default 1), all alike: a server
 	// probed several ways.
 	Probes int
@@ -89,7 +92,8 @@ func Scenarios() []Scenario {
 			Faults: func(srv Server, slo SLO) []Fault {
 				return []Fault{{Kind: FaultSlow, To: 2 * h, Factor: srv.RegressionFactor(slo, 3)}}
 			}},
-		{Name: "fleet-healthy", Title: "A discovered fleet of 5 healthy endpoints, a day", End: 24 * h, Siblings: 5, Healthy: true},
+		{Name: "fleet-healthy", Title: "A discovered fleet of 5 healthy endpoints, a day (LLMProbeFleetOutlier only)", End: 24 * h, Siblings: 5, Healthy: true,
+			Alerts: []string{FleetOutlierAlert}},
 		{Name: "restart", Title: "Prober restart (30s down, counters reset)", End: h, Restarts: []time.Duration{0}},
 		{Name: "vanished", Title: "Prober gone from service discovery 30m, then back", End: 90 * m, Recover: 30 * m,
 			Vanish: []Span{{0, 30 * m}}},
@@ -152,6 +156,9 @@ func (c Cell) worlds(rs *Rules, srv Server) ([]*World, [][]Case) {
 	keep := rs.AlertClosure()
 	if sc.PagesOnly && !c.Tickets {
 		keep = rs.PageClosure()
+	}
+	if len(sc.Alerts) > 0 {
+		keep = rs.AlertsClosure(sc.Alerts)
 	}
 	// Runs of a week or more take one world per objective, so that they
 	// spread over the parallel workers.
@@ -254,6 +261,12 @@ func Run(ctx context.Context, cells []Cell, o Options) (*Report, error) {
 	}
 	var jobs []job
 	for _, c := range cells {
+		for _, a := range c.Scenario.Alerts {
+			// Else the scenario would evaluate nothing and see no alert.
+			if !slices.ContainsFunc(o.Rules.Rules, func(ri RuleInfo) bool { return ri.Alert == a }) {
+				return nil, fmt.Errorf("scenario %s evaluates alert %s, which %s does not define: rename it in the scenario (mixin/backtest/scenarios.go)", c.Scenario.Name, a, o.Rules.Path)
+			}
+		}
 		ws, cs := c.worlds(o.Rules, o.Server)
 		for i := range ws {
 			jobs = append(jobs, job{ws[i], c.Scenario, cs[i]})
@@ -353,11 +366,14 @@ func FullMatrix(seeds int) []Cell {
 // rate.
 func SubsetMatrix() []Cell {
 	var cells []Cell
-	for _, name := range []string{"hard-down", "hung", "ttft-2x", "removed", "restart", "vanished", "noise-30d"} {
+	for _, name := range []string{"hard-down", "hung", "ttft-2x", "removed", "restart", "vanished", "fleet-outlier", "fleet-healthy", "noise-30d"} {
 		s, _ := ScenarioByName(name)
 		c := Cell{Scenario: s, Rates: Rates(), Objectives: []float64{0.99}, Seeds: 1}
-		if name == "noise-30d" {
+		switch name {
+		case "noise-30d":
 			c.Rates = []time.Duration{10 * time.Second, 5 * time.Minute}
+		case "fleet-outlier", "fleet-healthy":
+			c.Rates = []time.Duration{30 * time.Second}
 		}
 		cells = append(cells, c)
 	}

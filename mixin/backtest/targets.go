@@ -97,7 +97,7 @@ func Targets() []Target {
 		noFleetAlert("fleet-outlier", FleetOutlierAlert, false),
 		noFleetAlert("fleet-healthy", FleetOutlierAlert, true),
 	)
-	for _, s := range []string{"outlier", "two-slow", "trickle", "restart", "new-healthy", "fleet-healthy", "noise-30d"} {
+	for _, s := range []string{"outlier", "two-slow", "trickle", "restart", "new-healthy", "noise-30d"} {
 		ts = append(ts, noPages(s))
 	}
 	for i := range ts {
