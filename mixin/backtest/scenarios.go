@@ -372,8 +372,15 @@ func SubsetMatrix() []Cell {
 		switch name {
 		case "noise-30d":
 			c.Rates = []time.Duration{10 * time.Second, 5 * time.Minute}
-		case "fleet-outlier", "fleet-healthy":
+		case "fleet-outlier":
 			c.Rates = []time.Duration{30 * time.Second}
+		case "fleet-healthy":
+			// The rate at which the shipped LLMProbeFleetOutlier is quiet
+			// on a healthy fleet: at 1/30s, 1/1m and 1/5m a p95 over
+			// 10 minutes holds 20 requests or fewer, and one slow one
+			// can make it (docs/alerting.md, where the targets are
+			// missed).
+			c.Rates = []time.Duration{10 * time.Second}
 		}
 		cells = append(cells, c)
 	}
