@@ -211,17 +211,17 @@ func (c Cell) world(rs *Rules, srv Server, keep []int, name string, seed int, ob
 		for _, o := range objs {
 			slo := srv.SLOFor(o)
 			target := fmt.Sprintf("%s-%s-o%s", sc.Name, fmtDur(iv), objName(o))
-			c := Case{Scenario: sc.Name, Interval: iv, Objective: o, Seed: seed, Target: target}
+			one := Case{Scenario: sc.Name, Interval: iv, Objective: o, Seed: seed, Target: target}
 			module := ""
 			if sc.Siblings > 1 {
 				// One module per case: the rules compare the endpoints
 				// of a module, and the cases of a world must not mix.
 				module = target
 				for r := 2; r <= sc.Siblings; r++ {
-					c.Siblings = append(c.Siblings, fmt.Sprintf("%s-%d", target, r))
+					one.Siblings = append(one.Siblings, fmt.Sprintf("%s-%d", target, r))
 				}
 			}
-			for _, tg := range append([]string{target}, c.Siblings...) {
+			for _, tg := range append([]string{target}, one.Siblings...) {
 				for i := range max(sc.Probes, 1) {
 					probe := "chat"
 					if sc.Probes > 1 {
@@ -240,7 +240,7 @@ func (c Cell) world(rs *Rules, srv Server, keep []int, name string, seed int, ob
 					w.Probes = append(w.Probes, spec)
 				}
 			}
-			cs = append(cs, c)
+			cs = append(cs, one)
 		}
 	}
 	return w, cs
@@ -391,11 +391,11 @@ func SubsetMatrix() []Cell {
 			c.Rates = []time.Duration{30 * time.Second}
 			c.Alerts = []string{FleetOutlierAlert}
 		case "fleet-healthy":
-			// The rate at which the shipped LLMProbeFleetOutlier is quiet
-			// on a healthy fleet: at 1/30s, 1/1m and 1/5m a p95 over
-			// 10 minutes holds 20 requests or fewer, and one slow one
-			// can make it (docs/alerting.md, where the targets are
-			// missed).
+			// A rate at which the shipped LLMProbeFleetOutlier is quiet
+			// on a healthy fleet: at 1/30s, 1/1m and 1/5m its p95 over
+			// 10 minutes holds 20 requests or fewer, which a few of a
+			// healthy server's slow ones move (docs/alerting.md, where
+			// the targets are missed).
 			c.Rates = []time.Duration{10 * time.Second}
 		}
 		cells = append(cells, c)
