@@ -1,6 +1,7 @@
 package backtest
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -143,5 +144,144 @@ func TestReplaceRegion(t *testing.T) {
 	}
 	if _, err := replaceRegion("no markers", "x"); err == nil {
 		t.Error("no error without markers")
+	}
+}
+
+// TestFleetCell: a fleet scenario's case is one of Siblings targets of one
+// module of its own, the fault on the case's target only, each target with
+// its own seed.
+func TestFleetCell(t *testing.T) {
+	sc, ok := ScenarioByName("fleet-outlier")
+	if !ok {
+		t.Fatal("no fleet-outlier scenario")
+	}
+	rs, err := LoadRules("testdata/equivalence-rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Cell{Scenario: sc, Rates: []time.Duration{30 * time.Second, time.Minute}, Seeds: 1}
+	w, cases := c.world(rs, DefaultServer(), nil, "w", 1, []float64{0.99})
+	if len(cases) != 2 || len(w.Probes) != 2*sc.Siblings {
+		t.Fatalf("%d cases, %d probes; want 2 cases of %d targets", len(cases), len(w.Probes), sc.Siblings)
+	}
+	seeds := map[uint64]bool{}
+	for _, cs := range cases {
+		if len(cs.Siblings) != sc.Siblings-1 || slices.Contains(cs.Siblings, cs.Target) {
+			t.Errorf("case %s: siblings %v", cs.Target, cs.Siblings)
+		}
+		for _, p := range w.Probes {
+			mine := p.Target == cs.Target || slices.Contains(cs.Siblings, p.Target)
+			if mine != (p.Module == cs.Target) {
+				t.Errorf("probe of %s has module %q (case %s)", p.Target, p.Module, cs.Target)
+			}
+			if mine && (len(p.Faults) > 0) != (p.Target == cs.Target) {
+				t.Errorf("probe of %s: faults %v, want them on %s only", p.Target, p.Faults, cs.Target)
+			}
+		}
+	}
+	for _, p := range w.Probes {
+		seeds[p.Seed] = true
+	}
+	if len(seeds) != len(w.Probes) {
+		t.Errorf("%d seeds for %d probes", len(seeds), len(w.Probes))
+	}
+	// Scenarios without siblings keep one target per case, no module.
+	hd, _ := ScenarioByName("hard-down")
+	w, cases = Cell{Scenario: hd, Rates: []time.Duration{time.Minute}, Seeds: 1}.world(rs, DefaultServer(), nil, "w", 1, []float64{0.99})
+	if len(w.Probes) != 1 || w.Probes[0].Module != "" || cases[0].Siblings != nil {
+		t.Errorf("hard-down: %+v, %+v", w.Probes, cases)
+	}
+}
+
+// TestFleetTargets checks the fleet targets on made-up results: only
+// LLMProbeFleetOutlier counts, on the case for detection and resolution
+// and on the siblings for false alerts.
+func TestFleetTargets(t *testing.T) {
+	m := time.Minute
+	ep := func(alert, target string, fired, resolved time.Duration, open bool) Episode {
+		return Episode{Alert: alert, Severity: SeverityTicket, Target: target, Fired: fired, Resolved: resolved, Open: open}
+	}
+	check := func(scenario string, r CaseResult) map[string]bool {
+		r.Scenario = scenario
+		out := map[string]bool{}
+		for _, v := range Check([]CaseResult{r}) {
+			out[v.Target[:strings.Index(v.Target, " ")+1]+strings.Fields(v.Target)[1]] = v.Met
+		}
+		return out
+	}
+	base := CaseResult{Case: Case{Interval: 30 * time.Second, Target: "a", Siblings: []string{"b", "c"}}, RunEnd: 3 * time.Hour}
+	fleet, _ := ScenarioByName("fleet-outlier")
+	rec := fleet.Recover
+
+	r := base
+	r.Episodes = []Episode{
+		ep("LLMProbeSLOErrorBudgetBurnFast", "a", 5*m, rec+2*m, false),
+		ep(FleetOutlierAlert, "a", 11*m, rec+10*m, false),
+	}
+	r.SiblingEpisodes = []Episode{ep("LLMProbeSLOErrorBudgetBurnSlow", "b", 30*m, 40*m, false)}
+	got := check("fleet-outlier", r)
+	want := map[string]bool{"LLMProbeFleetOutlier ≤": true, "LLMProbeFleetOutlier resolved": true, "no LLMProbeFleetOutlier": true}
+	if !maps.Equal(got, want) {
+		t.Errorf("in time, other alerts elsewhere: %v, want %v", got, want)
+	}
+
+	r = base
+	r.Episodes = []Episode{
+		ep("LLMProbeSLOErrorBudgetBurnFast", "a", 5*m, rec, false),
+		ep(FleetOutlierAlert, "a", 13*m, rec+12*m, false),
+	}
+	r.SiblingEpisodes = []Episode{ep(FleetOutlierAlert, "c", time.Hour, time.Hour+m, false)}
+	got = check("fleet-outlier", r)
+	want = map[string]bool{"LLMProbeFleetOutlier ≤": false, "LLMProbeFleetOutlier resolved": false, "no LLMProbeFleetOutlier": false}
+	if !maps.Equal(got, want) {
+		t.Errorf("late, on a sibling: %v, want %v", got, want)
+	}
+
+	r = base
+	r.Episodes = []Episode{ep(FleetOutlierAlert, "a", 11*m, 3*time.Hour, true)}
+	if got := check("fleet-outlier", r); got["LLMProbeFleetOutlier resolved"] {
+		t.Error("an episode still firing at the end counts as resolved")
+	}
+	r = base
+	if got := check("fleet-outlier", r); got["LLMProbeFleetOutlier ≤"] {
+		t.Error("no LLMProbeFleetOutlier at all meets the detection target")
+	}
+
+	// The healthy fleet: a firing on the case's own target counts too.
+	r = base
+	r.RunEnd = 24 * time.Hour
+	r.Episodes = []Episode{ep(FleetOutlierAlert, "a", 5*time.Hour, 5*time.Hour+m, false)}
+	if got := check("fleet-healthy", r); got["no LLMProbeFleetOutlier"] {
+		t.Error("fleet-healthy: a false ticket on the case's target is missed")
+	}
+	r.Episodes = []Episode{ep("LLMProbeSLOErrorBudgetBurnSlow", "a", 5*time.Hour, 5*time.Hour+m, false)}
+	if got := check("fleet-healthy", r); !got["no LLMProbeFleetOutlier"] {
+		t.Error("fleet-healthy: another alert counted as LLMProbeFleetOutlier")
+	}
+}
+
+func TestFleetBounds(t *testing.T) {
+	if got := FleetOutlierBound(30 * time.Second); got != 12*time.Minute+30*time.Second {
+		t.Errorf("FleetOutlierBound(30s) = %v", got)
+	}
+	if got := FleetOutlierBound(5 * time.Minute); got != 21*time.Minute+30*time.Second {
+		t.Errorf("FleetOutlierBound(5m) = %v", got)
+	}
+	if got := FleetResolveBound(time.Minute); got != 11*time.Minute {
+		t.Errorf("FleetResolveBound = %v", got)
+	}
+}
+
+// TestRunRejectsUnknownAlert: a scenario narrowed to an alert the rules
+// do not define would evaluate nothing and meet every "no alert" target.
+func TestRunRejectsUnknownAlert(t *testing.T) {
+	rs, err := LoadRules("testdata/equivalence-rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, _ := ScenarioByName("fleet-healthy")
+	_, err = Run(t.Context(), []Cell{{Scenario: sc, Rates: []time.Duration{time.Minute}, Seeds: 1}}, Options{Rules: rs, Server: DefaultServer(), TmpDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), FleetOutlierAlert) {
+		t.Errorf("got %v, want an error naming %s", err, FleetOutlierAlert)
 	}
 }

@@ -39,10 +39,14 @@
 // streak gauges (consecutive failures, failing-since timestamp), the
 // planned interval, the classic TTFT histogram (collector's buckets plus
 // the threshold), and the last-run gauges once the probe has run; plus
-// up. A removed probe's series and a vanished prober's series (up too) get
-// Prometheus' staleness markers at the next scrape; a restarting prober
-// fails scrapes for 30 s (up 0, its series stale) and comes back with
-// every counter and gauge at zero.
+// up. In the fleet scenarios (Scenario.Siblings) the case's target is one
+// of several endpoints a module discovered, each its own target, and the
+// prober exports discovery's llm_prober_discovered_target_info{target,
+// module} for each, which LLMProbeFleetOutlier's recording rule joins on
+// to compare an endpoint with its siblings. A removed probe's series and
+// a vanished prober's series (up too) get Prometheus' staleness markers at
+// the next scrape; a restarting prober fails scrapes for 30 s (up 0, its
+// series stale) and comes back with every counter and gauge at zero.
 //
 // # Performance
 //
@@ -69,7 +73,10 @@
 //   - Only the rules an alert depends on are evaluated (Rules.AlertClosure:
 //     recording rules followed by metric name); the 30-day noise runs keep
 //     only the page alerts and their dependencies (Rules.PageClosure), as
-//     false pages are what they measure (tickets with -noise-tickets).
+//     false pages are what they measure (tickets with -noise-tickets);
+//     the healthy fleet, and the subset's fleet cells, only
+//     LLMProbeFleetOutlier and its recording rule (Scenario.Alerts,
+//     Cell.Alerts).
 //   - A raw series is written only in the time ranges some rule can read
 //     it (its range plus offset, or the lookback), so a rule comparing with
 //     a week ago costs a week-old window, not a week of samples. Rules

@@ -56,6 +56,10 @@ type ProbeSpec struct {
 	Removed   bool
 	RemovedAt time.Duration
 	Faults    []Fault
+	// Module: the probe's target was discovered by this module (fleet
+	// discovery), so the prober exports
+	// llm_prober_discovered_target_info{target, module} while it exists.
+	Module string
 }
 
 // Names of the series the simulated prober exports per probe
@@ -77,12 +81,15 @@ const (
 	mTTFTSum         = "llm_probe_time_to_first_token_seconds_sum"
 	mTTFTCount       = "llm_probe_time_to_first_token_seconds_count"
 	mUp              = "up"
+	// mDiscoveredInfo is discovery.Manager's, one series per discovered
+	// target (not per probe), carrying the module that made it.
+	mDiscoveredInfo = "llm_prober_discovered_target_info"
 )
 
 // rawNames are every metric name a simulated scrape can carry.
 func rawNames() []string {
 	return []string{mRequests, mSLORequests, mObjective, mSuccess, mLastRun, mScheduled, mSkipped, mInFlight,
-		mConsecutive, mFailingSince, mPlannedInterval, mTTFTBucket, mTTFTSum, mTTFTCount, mUp}
+		mConsecutive, mFailingSince, mPlannedInterval, mTTFTBucket, mTTFTSum, mTTFTCount, mUp, mDiscoveredInfo}
 }
 
 // ttftBuckets are collector/buckets.go's ttftBuckets; the probe's TTFT

@@ -248,6 +248,11 @@ func (r *Report) Markdown(srv Server, rulesPath string) string {
 		if rw.sc.PagesOnly && !r.cellTickets(rw.sc.Name) {
 			ticketText = "not evaluated"
 		}
+		if len(rw.sc.Alerts) > 0 {
+			only := " (" + strings.Join(rw.sc.Alerts, ", ") + " only)"
+			pageText += only
+			ticketText += only
+		}
 		v := verdicts(rs)
 		fmt.Fprintf(&b, "| %s | %s | %s%% | %s | %s | %s | %s | %s |\n",
 			rw.sc.Name, fmtDur(rw.iv), objName(rw.obj), pageText, ticketText,

@@ -43,6 +43,9 @@ type CaseResult struct {
 	PagesPerMonth, TicketsPerMonth float64
 	// Episodes of the case, for logs.
 	Episodes []Episode
+	// SiblingEpisodes are the alert episodes of the case's siblings
+	// (Case.Siblings): what fired on the healthy endpoints of its fleet.
+	SiblingEpisodes []Episode
 }
 
 func evaluateCase(sc Scenario, c Case, r *RunResult) CaseResult {
@@ -58,6 +61,9 @@ func evaluateCase(sc Scenario, c Case, r *RunResult) CaseResult {
 	last := map[string]map[string]bool{}
 	for _, e := range r.Episodes {
 		if e.Target != "" && e.Target != c.Target {
+			if slices.Contains(c.Siblings, e.Target) {
+				res.SiblingEpisodes = append(res.SiblingEpisodes, e)
+			}
 			continue
 		}
 		res.Episodes = append(res.Episodes, e)

@@ -211,6 +211,12 @@ func (r *Rules) AlertClosure() []int {
 	return r.closure(func(ri RuleInfo) bool { return ri.Alert != "" })
 }
 
+// AlertsClosure returns the indexes of the alerts called names and of
+// every recording rule they depend on.
+func (r *Rules) AlertsClosure(names []string) []int {
+	return r.closure(func(ri RuleInfo) bool { return ri.Alert != "" && slices.Contains(names, ri.Alert) })
+}
+
 func (r *Rules) closure(root func(RuleInfo) bool) []int {
 	in := make([]bool, len(r.Rules))
 	var queue []int

@@ -2,6 +2,7 @@ package backtest
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -40,6 +41,34 @@ func ResolveBound(interval time.Duration) time.Duration {
 	return 5 * time.Minute
 }
 
+// FleetOutlierAlert is the ticket the fleet scenarios are about: an
+// endpoint of a discovered fleet slower than its siblings.
+const FleetOutlierAlert = "LLMProbeFleetOutlier"
+
+// The shipped LLMProbeFleetOutlier's window (the TTFT p95's, of its
+// recorded series) and for:, written here rather than read from the rules
+// so that a rule changed to wait longer misses the bounds.
+const (
+	fleetWindow = 10 * time.Minute
+	fleetFor    = 10 * time.Minute
+)
+
+// FleetOutlierBound is the bound for LLMProbeFleetOutlier to fire on the
+// slow endpoint of a fleet (fleet-outlier): its 10-minute p95 turns slow
+// once more than 5% of the window's requests are (30s of them), or, when
+// the window holds fewer than 20, with the first slow one, within two
+// intervals of the incident; then for: (10m), and a scrape, a recording
+// and an alert evaluation, and the slow request's own time (1m).
+func FleetOutlierBound(interval time.Duration) time.Duration {
+	return fleetFor + fleetWindow/20 + 2*interval + time.Minute
+}
+
+// FleetResolveBound is the bound for LLMProbeFleetOutlier to resolve once
+// the slow endpoint is as fast as its siblings: the last slow request
+// leaves the 10-minute window (the p95 of what remains is the siblings'),
+// then a scrape, evaluations and that request's own time (1m).
+func FleetResolveBound(time.Duration) time.Duration { return fleetWindow + time.Minute }
+
 // Targets is the list of targets, scenario by scenario.
 func Targets() []Target {
 	atMost30s := func(iv time.Duration) bool { return iv <= 30*time.Second }
@@ -61,6 +90,13 @@ func Targets() []Target {
 	for _, s := range []string{"hard-down", "hung", "ttft-2x", "trickle", "vanished", "new-down"} {
 		ts = append(ts, resolveWithin(s, ResolveBound, "recovery"))
 	}
+	fleet, _ := ScenarioByName("fleet-outlier")
+	ts = append(ts,
+		alertFiredWithin("fleet-outlier", FleetOutlierAlert, FleetOutlierBound, "for 10m + 30s + 2 intervals + 1m"),
+		alertResolvedWithin("fleet-outlier", FleetOutlierAlert, fleet.Recover, FleetResolveBound, "window 10m + 1m"),
+		noFleetAlert("fleet-outlier", FleetOutlierAlert, false),
+		noFleetAlert("fleet-healthy", FleetOutlierAlert, true),
+	)
 	for _, s := range []string{"outlier", "two-slow", "trickle", "restart", "new-healthy", "noise-30d"} {
 		ts = append(ts, noPages(s))
 	}
@@ -103,6 +139,89 @@ func alertWithin(scenario string, applies func(time.Duration) bool, bound time.D
 				return false, "no alert in " + fmtDur(r.RunEnd), never
 			}
 			return first <= bound, "first alert at " + fmtDur(first), float64(first)
+		},
+	}
+}
+
+// alertFiredWithin: alert fires on the case's target within bound of the
+// incident (other alerts of the case do not count).
+func alertFiredWithin(scenario, alert string, bound func(time.Duration) time.Duration, formula string) Target {
+	return Target{
+		Scenario: scenario,
+		Text: func(iv time.Duration) string {
+			return fmt.Sprintf("%s ≤ %s (%s)", alert, fmtDur(bound(iv)), formula)
+		},
+		Check: func(r CaseResult) (bool, string, float64) {
+			i := slices.IndexFunc(r.Episodes, func(e Episode) bool { return e.Alert == alert && e.Fired >= 0 })
+			if i < 0 {
+				return false, fmt.Sprintf("no %s in %s", alert, fmtDur(r.RunEnd)), never
+			}
+			// Episodes are in firing order.
+			first := r.Episodes[i].Fired
+			return first <= bound(r.Interval), fmt.Sprintf("%s at %s", alert, fmtDur(first)), float64(first)
+		},
+	}
+}
+
+// alertResolvedWithin: every episode of alert on the case's target firing
+// at or after the recovery at ref resolves within bound of it.
+func alertResolvedWithin(scenario, alert string, ref time.Duration, bound func(time.Duration) time.Duration, formula string) Target {
+	return Target{
+		Scenario: scenario,
+		Text: func(iv time.Duration) string {
+			return fmt.Sprintf("%s resolved ≤ %s after recovery (%s)", alert, fmtDur(bound(iv)), formula)
+		},
+		Check: func(r CaseResult) (bool, string, float64) {
+			var last time.Duration
+			measured, open := false, false
+			for _, e := range r.Episodes {
+				if e.Alert != alert || (!e.Open && e.Resolved <= ref) {
+					continue
+				}
+				measured = true
+				open = open || e.Open
+				last = max(last, e.Resolved-ref)
+			}
+			switch {
+			case !measured:
+				return true, alert + " not firing", 0
+			case open:
+				return false, fmt.Sprintf("%s still firing %s after recovery", alert, fmtDur(last)), never + float64(last)
+			}
+			return last <= bound(r.Interval), fmt.Sprintf("%s resolved %s after recovery", alert, fmtDur(last)), float64(last)
+		},
+	}
+}
+
+// noFleetAlert: alert never fires on the case's healthy siblings, nor,
+// with onCase, on the case's own target.
+func noFleetAlert(scenario, alert string, onCase bool) Target {
+	where := "the healthy siblings"
+	if onCase {
+		where = "any endpoint"
+	}
+	return Target{
+		Scenario: scenario,
+		Text:     func(time.Duration) string { return fmt.Sprintf("no %s on %s", alert, where) },
+		Check: func(r CaseResult) (bool, string, float64) {
+			eps := r.SiblingEpisodes
+			if onCase {
+				eps = append(slices.Clone(eps), r.Episodes...)
+			}
+			n := 0
+			var on []string
+			for _, e := range eps {
+				if e.Alert == alert {
+					n++
+					if !slices.Contains(on, e.Target) {
+						on = append(on, e.Target)
+					}
+				}
+			}
+			if n == 0 {
+				return true, "none", 0
+			}
+			return false, fmt.Sprintf("%d firings on %s", n, strings.Join(on, ", ")), float64(n)
 		},
 	}
 }

@@ -257,6 +257,27 @@ func (w *World) Run(ctx context.Context, tmpDir string) (_ *RunResult, err error
 		probes[i] = pr
 	}
 	up := seriesRef{lset: labels.FromStrings(model.MetricNameLabel, mUp, "job", Job, "instance", Instance), name: slices.Index(names, mUp)}
+	// The discovery info series, one per discovered target, exported
+	// while a probe of the target exists: discovery's Expand creates the
+	// target with its probes and drops it with them.
+	type infoRun struct {
+		series seriesRef
+		probes []*probeRun
+	}
+	var infos []*infoRun
+	for _, pr := range probes {
+		if pr.spec.Module == "" {
+			continue
+		}
+		i := slices.IndexFunc(infos, func(in *infoRun) bool { return in.series.lset.Get("target") == pr.spec.Target })
+		if i < 0 {
+			l := labels.FromStrings(model.MetricNameLabel, mDiscoveredInfo, "job", Job, "instance", Instance,
+				"target", pr.spec.Target, "module", pr.spec.Module)
+			infos = append(infos, &infoRun{series: seriesRef{lset: l, name: slices.Index(names, mDiscoveredInfo)}})
+			i = len(infos) - 1
+		}
+		infos[i].probes = append(infos[i].probes, pr)
+	}
 
 	// Lifecycle events in time order: creations, removals, restarts.
 	type event struct {
@@ -329,6 +350,9 @@ func (w *World) Run(ctx context.Context, tmpDir string) (_ *RunResult, err error
 					markStale(app, &pr.series[j], t)
 				}
 			}
+			for _, in := range infos {
+				markStale(app, &in.series, t)
+			}
 		case down(t):
 			// A failed scrape: up 0, the previous scrape's series stale.
 			appendOne(app, &up, t, 0)
@@ -337,6 +361,9 @@ func (w *World) Run(ctx context.Context, tmpDir string) (_ *RunResult, err error
 				for j := range pr.series {
 					markStale(app, &pr.series[j], t)
 				}
+			}
+			for _, in := range infos {
+				markStale(app, &in.series, t)
 			}
 		default:
 			if needs[up.name].has(t) {
@@ -363,6 +390,15 @@ func (w *World) Run(ctx context.Context, tmpDir string) (_ *RunResult, err error
 					appendOne(app, s, t, v)
 					s.last = true
 				}
+			}
+			for _, in := range infos {
+				s := &in.series
+				if !slices.ContainsFunc(in.probes, func(pr *probeRun) bool { return pr.sim.active }) || !needs[s.name].has(t) {
+					markStale(app, s, t)
+					continue
+				}
+				appendOne(app, s, t, 1)
+				s.last = true
 			}
 		}
 		return errors.Join(app.Commit(), appErr)
