@@ -96,7 +96,7 @@ func newCLI(stderr io.Writer) *cli {
 	c.serveCmd = app.Command("serve", "Run the prober daemon (the default).").Default()
 	c.configFile = c.serveCmd.Flag("config.file", "llm-prober configuration file.").Default("llm-prober.yml").String()
 	c.webFlags = kingpinflag.AddFlags(c.serveCmd, defaultListenAddress)
-	c.shutdownTimeout = c.serveCmd.Flag("web.shutdown-timeout", "How long to wait for in-flight probes and requests when stopping.").Default("30s").Duration()
+	c.shutdownTimeout = c.serveCmd.Flag("web.shutdown-timeout", "How long stopping may take: in-flight probes get 60% of it to finish, are then cancelled and recorded (outcome cancelled); remote write flushes until 90%; the web server stops last.").Default("30s").Duration()
 	c.disableReload = c.serveCmd.Flag("web.disable-reload", "Refuse POST /-/reload (SIGHUP still reloads).").Bool()
 	c.webPaths = webroute.AddFlags(c.serveCmd)
 	c.historyResults = c.serveCmd.Flag("history.results-per-probe", "Recent results kept per probe for the status page (0 keeps none).").Default("100").Int()
