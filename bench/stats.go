@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"context"
-	"errors"
 	"strings"
 	"time"
 
@@ -123,7 +121,7 @@ func newSample(r *probe.Result) *sample {
 	}
 	if r.Err != nil {
 		sm.err = cut(r.Err.Error(), maxErrorText)
-		sm.cancelled = r.Outcome == probe.OutcomeTimeout && errors.Is(r.Err, context.Canceled)
+		sm.cancelled = r.Outcome == probe.OutcomeCancelled
 	}
 	if r.Outcome != probe.OutcomeSuccess {
 		return sm

@@ -106,8 +106,9 @@ func TestStable(t *testing.T) {
 	}
 }
 
-// fakeDriver answers after delay (or when ctx ends, as a timeout), with
-// tokens one-token chunks spread evenly.
+// fakeDriver answers after delay (or when ctx ends: a timeout, or
+// cancelled, as the real drivers say), with tokens one-token chunks
+// spread evenly.
 type fakeDriver struct {
 	delay  time.Duration
 	tokens int
@@ -119,7 +120,11 @@ func (f *fakeDriver) Probe(ctx context.Context, req *probe.Request) *probe.Resul
 	select {
 	case <-time.After(f.delay):
 	case <-ctx.Done():
-		return &probe.Result{RequestID: req.ID, Start: start, EndToEnd: time.Since(start), Outcome: probe.OutcomeTimeout, Err: ctx.Err()}
+		o := probe.OutcomeTimeout
+		if errors.Is(ctx.Err(), context.Canceled) {
+			o = probe.OutcomeCancelled
+		}
+		return &probe.Result{RequestID: req.ID, Start: start, EndToEnd: time.Since(start), Outcome: o, Err: ctx.Err()}
 	}
 	if f.fail != nil && f.fail() {
 		return &probe.Result{RequestID: req.ID, Start: start, EndToEnd: time.Since(start), Outcome: probe.OutcomeHTTP5xx, StatusCode: 503, Err: errors.New("503")}

@@ -191,7 +191,7 @@ func newDescs() descs {
 			"Output tokens received by probe requests, the server's count where it reports one, else counted from chunks.",
 			base, nil),
 		slo: prometheus.NewDesc("llm_probe_slo_requests_total",
-			"Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO.",
+			"Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO; cancelled requests are not judged.",
 			with("slo", "result"), nil),
 		skip: prometheus.NewDesc("llm_probe_skipped_total",
 			"Planned probe requests the scheduler did not send, by reason.",
@@ -594,6 +594,8 @@ func outcomeIndex(o probe.Outcome) int {
 		return 8
 	case probe.OutcomeWrongAnswer:
 		return 9
+	case probe.OutcomeCancelled:
+		return 10
 	}
 	return 6
 }
@@ -654,6 +656,11 @@ func (s *series) observe(r *probe.Result) {
 	s.observePhase(phaseTLS, ph.HasTLS, ph.TLS)
 	s.observePhase(phaseWrite, ph.HasWrite, ph.Write)
 	s.observePhase(phaseFirstByte, ph.HasFirstByte, ph.FirstByte)
+	if r.Outcome == probe.OutcomeCancelled {
+		// The prober cancelled it (shutdown): no measurement and no
+		// verdict on the server, so no SLO, success or streak change.
+		return
+	}
 
 	if ok {
 		var ex prometheus.Labels

@@ -179,6 +179,7 @@ llm_probe_output_tokens_per_second_sum{model="m",probe="steady",target="sim"} 24
 llm_probe_output_tokens_per_second_count{model="m",probe="steady",target="sim"} 2
 # HELP llm_probe_requests_total Probe requests by outcome.
 # TYPE llm_probe_requests_total counter
+llm_probe_requests_total{model="m",outcome="cancelled",probe="steady",target="sim"} 0
 llm_probe_requests_total{model="m",outcome="connect_error",probe="steady",target="sim"} 0
 llm_probe_requests_total{model="m",outcome="http_4xx",probe="steady",target="sim"} 0
 llm_probe_requests_total{model="m",outcome="http_5xx",probe="steady",target="sim"} 1
@@ -193,7 +194,7 @@ llm_probe_input_tokens_total{model="m",probe="steady",target="sim"} 30
 # HELP llm_probe_output_tokens_total Output tokens received by probe requests, the server's count where it reports one, else counted from chunks.
 # TYPE llm_probe_output_tokens_total counter
 llm_probe_output_tokens_total{model="m",probe="steady",target="sim"} 12
-# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO.
+# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO; cancelled requests are not judged.
 # TYPE llm_probe_slo_requests_total counter
 llm_probe_slo_requests_total{model="m",probe="steady",result="bad",slo="goodput",target="sim"} 3
 llm_probe_slo_requests_total{model="m",probe="steady",result="bad",slo="tpot",target="sim"} 2
@@ -215,7 +216,7 @@ llm_probe_last_time_to_first_token_seconds{model="m",probe="steady",target="sim"
 # HELP llm_probe_last_run_timestamp_seconds Unix time at which the last probe request started.
 # TYPE llm_probe_last_run_timestamp_seconds gauge
 llm_probe_last_run_timestamp_seconds{model="m",probe="steady",target="sim"} 1.70000003e+09
-# HELP llm_probe_consecutive_failures Arrivals since the probe's last successful run that failed (any outcome but success and wrong_answer) or were skipped with reason concurrency_limit or target_concurrency_limit; overdue skips do not count.
+# HELP llm_probe_consecutive_failures Arrivals since the probe's last successful run that failed (any outcome but success, wrong_answer and cancelled) or were skipped with reason concurrency_limit or target_concurrency_limit; overdue skips and cancelled requests do not count.
 # TYPE llm_probe_consecutive_failures gauge
 llm_probe_consecutive_failures{model="m",probe="steady",target="sim"} 1
 # HELP llm_probe_failing_since_timestamp_seconds Unix time of the first arrival of the current failure streak (llm_probe_consecutive_failures); 0 while there is none.
@@ -365,7 +366,7 @@ func TestObjectiveOnlyDeclaresGoodput(t *testing.T) {
 	m.Observe("sim", "p", streamedSuccess())
 	m.Observe("sim", "p", &probe.Result{Outcome: probe.OutcomeTimeout})
 	const expected = `
-# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO.
+# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO; cancelled requests are not judged.
 # TYPE llm_probe_slo_requests_total counter
 llm_probe_slo_requests_total{model="m",probe="p",result="bad",slo="goodput",target="sim"} 1
 llm_probe_slo_requests_total{model="m",probe="p",result="good",slo="goodput",target="sim"} 1
@@ -403,7 +404,7 @@ func TestNonStreamed(t *testing.T) {
 		t.Errorf("last TTFT exported without any streamed answer")
 	}
 	const expected = `
-# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO.
+# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO; cancelled requests are not judged.
 # TYPE llm_probe_slo_requests_total counter
 llm_probe_slo_requests_total{model="m",probe="p",result="bad",slo="goodput",target="sim"} 1
 llm_probe_slo_requests_total{model="m",probe="p",result="bad",slo="tpot",target="sim"} 0
@@ -875,7 +876,7 @@ func TestStreamWithoutOutput(t *testing.T) {
 		t.Errorf("TTFT observed for a stream without output")
 	}
 	const expected = `
-# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO.
+# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO; cancelled requests are not judged.
 # TYPE llm_probe_slo_requests_total counter
 llm_probe_slo_requests_total{model="m",probe="p",result="bad",slo="goodput",target="sim"} 1
 llm_probe_slo_requests_total{model="m",probe="p",result="bad",slo="tpot",target="sim"} 0

@@ -22,7 +22,7 @@ type streakDescs struct {
 func newStreakDescs(base []string) streakDescs {
 	return streakDescs{
 		consecutive: prometheus.NewDesc("llm_probe_consecutive_failures",
-			"Arrivals since the probe's last successful run that failed (any outcome but success and wrong_answer) or were skipped with reason concurrency_limit or target_concurrency_limit; overdue skips do not count.",
+			"Arrivals since the probe's last successful run that failed (any outcome but success, wrong_answer and cancelled) or were skipped with reason concurrency_limit or target_concurrency_limit; overdue skips and cancelled requests do not count.",
 			base, nil),
 		since: prometheus.NewDesc("llm_probe_failing_since_timestamp_seconds",
 			"Unix time of the first arrival of the current failure streak (llm_probe_consecutive_failures); 0 while there is none.",
@@ -88,8 +88,13 @@ func (k *streak) read() (count int64, since float64) {
 
 // observe takes the outcome of a request that started at start: a
 // success or a wrong answer (an answer all the same: the server is up)
-// ends the streak, anything else extends it.
+// ends the streak, a cancelled request (the prober stopped it; the
+// server had not answered yet) leaves it as it is, anything else extends
+// it.
 func (k *streak) observe(o probe.Outcome, start time.Time) {
+	if o == probe.OutcomeCancelled {
+		return
+	}
 	if o == probe.OutcomeSuccess || o == probe.OutcomeWrongAnswer {
 		k.reset()
 		return

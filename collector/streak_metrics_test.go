@@ -96,7 +96,9 @@ func TestFailureStreak(t *testing.T) {
 	}
 }
 
-// Every outcome but success and wrong_answer is a failure.
+// Every outcome but success, wrong_answer and cancelled is a failure;
+// success and wrong_answer end a streak; cancelled neither extends nor
+// ends one.
 func TestFailureStreakOutcomes(t *testing.T) {
 	for _, o := range probe.Outcomes() {
 		m := NewProbeMetrics()
@@ -104,11 +106,32 @@ func TestFailureStreakOutcomes(t *testing.T) {
 		reg := newTestRegistry(t, m)
 		m.Observe("sim", "p", resultAt(o, testStart))
 		want := 1.0
-		if o == probe.OutcomeSuccess || o == probe.OutcomeWrongAnswer {
+		if o == probe.OutcomeSuccess || o == probe.OutcomeWrongAnswer || o == probe.OutcomeCancelled {
 			want = 0
 		}
 		if got := gauges(t, reg, "llm_probe_consecutive_failures")["p"]; got != want {
 			t.Errorf("%s: consecutive_failures %v, want %v", o, got, want)
+		}
+		// On top of a streak of two.
+		m.Observe("sim", "p", resultAt(probe.OutcomeTimeout, testStart.Add(time.Second)))
+		m.Observe("sim", "p", resultAt(probe.OutcomeTimeout, testStart.Add(2*time.Second)))
+		before := gauges(t, reg, "llm_probe_failing_since_timestamp_seconds")["p"]
+		m.Observe("sim", "p", resultAt(o, testStart.Add(3*time.Second)))
+		count := gauges(t, reg, "llm_probe_consecutive_failures")["p"]
+		since := gauges(t, reg, "llm_probe_failing_since_timestamp_seconds")["p"]
+		switch o {
+		case probe.OutcomeSuccess, probe.OutcomeWrongAnswer:
+			if count != 0 || since != 0 {
+				t.Errorf("%s after a streak of 2: %v since %v, want it ended", o, count, since)
+			}
+		case probe.OutcomeCancelled:
+			if count != 2+want || since != before {
+				t.Errorf("cancelled after a streak: %v since %v, want it unchanged (%v since %v)", count, since, 2+want, before)
+			}
+		default:
+			if count != 2+want+1 || since != before {
+				t.Errorf("%s after a streak: %v since %v, want %v since %v", o, count, since, 2+want+1, before)
+			}
 		}
 	}
 }
@@ -148,7 +171,7 @@ func TestSkipsCountAsSLOBad(t *testing.T) {
 	m.Observe("sim", "full", streamedSuccess())
 
 	const expected = `
-# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO.
+# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO; cancelled requests are not judged.
 # TYPE llm_probe_slo_requests_total counter
 llm_probe_slo_requests_total{model="m",probe="avail",result="bad",slo="goodput",target="sim"} 2
 llm_probe_slo_requests_total{model="m",probe="avail",result="good",slo="goodput",target="sim"} 0

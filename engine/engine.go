@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/llm-prober/llm-prober/collector"
@@ -56,6 +57,10 @@ type Engine struct {
 	runner  *schedule.Runner
 	// running reads the servers of cancellation probes (cancel.go).
 	running *collector.ServerMetrics
+
+	// cancelled counts the results recorded as cancelled, for the one
+	// line Stop logs about them.
+	cancelled atomic.Int64
 
 	mu      sync.Mutex
 	targets map[string]*targetState
@@ -238,6 +243,9 @@ func (e *Engine) record(p *Probe, sent Sent, lengths *lengthCheck, health *trans
 	if ok {
 		lengths.check(sent)
 	}
+	if res.Outcome == probe.OutcomeCancelled {
+		e.cancelled.Add(1)
+	}
 	logCancel(logger, res)
 	health.log(logger, p, res)
 	return ok
@@ -252,6 +260,12 @@ type transitions struct {
 }
 
 func (t *transitions) log(logger *slog.Logger, p *Probe, res *probe.Result) {
+	if res.Outcome == probe.OutcomeCancelled {
+		// The prober's doing, not the server's: no transition. Stop
+		// logs them all in one line.
+		logger.Debug("Probe done", "outcome", res.Outcome, "request_id", res.RequestID, "e2e", res.EndToEnd, "err", res.Err)
+		return
+	}
 	ok := res.Outcome == probe.OutcomeSuccess
 	t.mu.Lock()
 	changed := ok != t.ok
@@ -267,9 +281,15 @@ func (t *transitions) log(logger *slog.Logger, p *Probe, res *probe.Result) {
 	}
 }
 
-// Stop drains in-flight probes until ctx ends, then closes connections.
+// Stop drains in-flight probes until ctx ends, then cancels those still
+// going and waits for them to be recorded (outcome cancelled), then
+// closes connections. The cancelled probes are logged in one line.
 func (e *Engine) Stop(ctx context.Context) {
-	e.runner.Stop(ctx)
+	before := e.cancelled.Load()
+	if runs := e.runner.Stop(ctx); runs > 0 {
+		e.logger.Warn("Cancelled in-flight probes: the shutdown's drain time passed; recorded with outcome cancelled",
+			"runs", runs, "results", e.cancelled.Load()-before)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, ts := range e.targets {

@@ -301,12 +301,12 @@ func (a *authorizer) failed(parent context.Context, r *Result, began time.Time, 
 		return
 	}
 	if perr := parent.Err(); perr != nil {
-		r.Outcome = OutcomeTimeout
-		what := "exceeded"
-		if !errors.Is(perr, context.DeadlineExceeded) {
+		r.Outcome = cancelOutcome(perr)
+		what := "deadline exceeded"
+		if r.Outcome == OutcomeCancelled {
 			what = "cancelled"
 		}
-		r.Err = fmt.Errorf("probe deadline %s after %v while authenticating (fetching the OAuth2 token from %s); the request was not sent: %w",
+		r.Err = fmt.Errorf("probe %s after %v while authenticating (fetching the OAuth2 token from %s); the request was not sent: %w",
 			what, time.Since(began).Round(time.Millisecond), a.tokenHost, perr)
 		return
 	}

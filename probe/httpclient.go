@@ -529,9 +529,9 @@ func (ex *exchange) classify(err error, doing string) (Outcome, error) {
 		if errors.Is(perr, context.DeadlineExceeded) {
 			return OutcomeTimeout, fmt.Errorf("probe deadline exceeded after %v while %s: %w", elapsed, doing, perr)
 		}
-		// Cancelled by the caller (shutdown, reload): there is no outcome
-		// for that, the closest is timeout; Err says what happened.
-		return OutcomeTimeout, fmt.Errorf("probe cancelled after %v while %s: %w", elapsed, doing, perr)
+		// Cancelled by the caller (the daemon stopping past its drain
+		// time): not the server's doing, so not a timeout.
+		return OutcomeCancelled, fmt.Errorf("probe cancelled after %v while %s: %w", elapsed, doing, perr)
 	}
 	switch {
 	case errors.Is(err, errLineTooLong), errors.Is(err, errEventTooLong),

@@ -60,16 +60,17 @@ const (
 )
 
 // httpOutcomes and grpcOutcomes are what HTTP and gRPC drivers can end
-// with: only gRPC has grpc_error, only HTTP has status classes.
+// with: only gRPC has grpc_error, only HTTP has status classes. Every
+// driver can be cancelled by its caller.
 var (
 	httpOutcomes = []Outcome{OutcomeSuccess, OutcomeTimeout, OutcomeConnectError, OutcomeHTTP4xx, OutcomeHTTP5xx,
-		OutcomeProtocolError, OutcomeStreamStalled, OutcomeIncomplete}
+		OutcomeProtocolError, OutcomeStreamStalled, OutcomeIncomplete, OutcomeCancelled}
 	grpcOutcomes = []Outcome{OutcomeSuccess, OutcomeTimeout, OutcomeConnectError, OutcomeGRPCError,
-		OutcomeProtocolError, OutcomeStreamStalled, OutcomeIncomplete}
+		OutcomeProtocolError, OutcomeStreamStalled, OutcomeIncomplete, OutcomeCancelled}
 	// pooledOutcomes: embedding and rerank answers are checked, so they
 	// can be wrong as well as broken.
 	pooledOutcomes = []Outcome{OutcomeSuccess, OutcomeTimeout, OutcomeConnectError, OutcomeHTTP4xx, OutcomeHTTP5xx,
-		OutcomeProtocolError, OutcomeStreamStalled, OutcomeIncomplete, OutcomeWrongAnswer}
+		OutcomeProtocolError, OutcomeStreamStalled, OutcomeIncomplete, OutcomeWrongAnswer, OutcomeCancelled}
 )
 
 // protocols is the table, in the order messages and docs list protocols.

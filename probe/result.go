@@ -5,6 +5,7 @@ package probe
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"time"
 )
 
@@ -18,8 +19,7 @@ const (
 	// OutcomeSuccess: HTTP 200 and the stream ended with its terminator
 	// ([DONE] for OpenAI), or a complete non-streamed answer.
 	OutcomeSuccess Outcome = "success"
-	// OutcomeTimeout: the caller's ctx deadline passed (or ctx was
-	// cancelled; Err then wraps context.Canceled).
+	// OutcomeTimeout: the caller's ctx deadline passed.
 	OutcomeTimeout Outcome = "timeout"
 	// OutcomeConnectError: no connection was obtained: DNS failure,
 	// refused, dial or TLS handshake timeout, certificate rejected.
@@ -48,17 +48,34 @@ const (
 	// wrong-dimension embedding, a rerank result set that does not match
 	// the documents sent.
 	OutcomeWrongAnswer Outcome = "wrong_answer"
+	// OutcomeCancelled: the caller cancelled ctx (the daemon stopping
+	// past its drain time, an interrupted one-shot probe) before the
+	// answer was complete; Err wraps context.Canceled. It says nothing
+	// about the server: neither good nor bad for an SLO, and it neither
+	// extends nor ends a failure streak.
+	OutcomeCancelled Outcome = "cancelled"
 )
 
 // Outcomes lists every outcome class, so counters can be initialised to zero
-// and a rate() over a never-seen failure class still works.
+// and a rate() over a never-seen failure class still works. New classes go
+// at the end: the collector indexes its counters by this order.
 func Outcomes() []Outcome {
 	return []Outcome{
 		OutcomeSuccess, OutcomeTimeout, OutcomeConnectError, OutcomeHTTP4xx,
 		OutcomeHTTP5xx, OutcomeGRPCError, OutcomeProtocolError,
 		OutcomeStreamStalled, OutcomeIncomplete,
-		OutcomeWrongAnswer,
+		OutcomeWrongAnswer, OutcomeCancelled,
 	}
+}
+
+// cancelOutcome is the outcome of a probe stopped by its ctx ending with
+// err: timeout when the deadline passed, cancelled when the caller
+// cancelled it.
+func cancelOutcome(err error) Outcome {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return OutcomeTimeout
+	}
+	return OutcomeCancelled
 }
 
 // TokenSource says where a token count came from.

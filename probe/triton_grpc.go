@@ -261,7 +261,7 @@ func (d *tritonGRPCDriver) Probe(ctx context.Context, req *Request) *Result {
 		}
 		if !waitRelease(ctx, release) {
 			r.Start = time.Now()
-			r.Outcome, r.Err = OutcomeTimeout, fmt.Errorf("probe cancelled while waiting for its release: %w", ctx.Err())
+			r.Outcome, r.Err = cancelOutcome(ctx.Err()), fmt.Errorf("probe cancelled while waiting for its release: %w", ctx.Err())
 			return r
 		}
 	}
@@ -436,7 +436,7 @@ func (d *tritonGRPCDriver) classify(parent, sctx context.Context, err error, doi
 		if errors.Is(perr, context.DeadlineExceeded) {
 			return OutcomeTimeout, fmt.Errorf("probe deadline exceeded while %s: %w", doing, perr)
 		}
-		return OutcomeTimeout, fmt.Errorf("probe cancelled while %s: %w", doing, perr)
+		return OutcomeCancelled, fmt.Errorf("probe cancelled while %s: %w", doing, perr)
 	}
 	st, ok := status.FromError(err)
 	// The deadline also travels to the server (grpc-timeout), and on a busy

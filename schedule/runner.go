@@ -171,7 +171,8 @@ func (r *Runner) Apply(jobs []Job) {
 
 // Stop ends every schedule, waits for in-flight runs until ctx is done, then
 // cancels the ones still going and waits for them to record their result.
-func (r *Runner) Stop(ctx context.Context) {
+// It returns how many runs were still going when it cancelled them.
+func (r *Runner) Stop(ctx context.Context) (cancelled int) {
 	r.mu.Lock()
 	r.stopped = true
 	for key, cur := range r.jobs {
@@ -186,11 +187,14 @@ func (r *Runner) Stop(ctx context.Context) {
 	select {
 	case <-drained:
 	case <-ctx.Done():
-		r.logger.Warn("Drain deadline passed; cancelling in-flight probes")
+		// The caller logs what came of it, once (engine.Stop).
+		cancelled = int(r.running.Load())
+		r.logger.Debug("Drain deadline passed; cancelling in-flight probes", "runs", cancelled)
 		r.cancelRun()
 		<-drained
 	}
 	r.cancelRun()
+	return cancelled
 }
 
 func (r *Runner) start(j Job) *running {

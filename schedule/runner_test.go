@@ -500,12 +500,15 @@ func TestStopDrainsThenCancels(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	r.Stop(ctx)
+	n := r.Stop(ctx)
 	if time.Since(start) > 5*time.Second {
 		t.Error("Stop did not honour its deadline")
 	}
 	if cancelled.Load() == 0 || finished.Load() != 0 {
 		t.Errorf("finished %d cancelled %d: in-flight runs must be cancelled at the deadline and still return", finished.Load(), cancelled.Load())
+	}
+	if int64(n) != cancelled.Load() {
+		t.Errorf("Stop says it cancelled %d runs; %d were", n, cancelled.Load())
 	}
 	// Apply after Stop is ignored rather than starting goroutines nobody stops.
 	r.Apply([]Job{{Key: "late", Fingerprint: "1", Spec: Spec{Every: time.Millisecond}, Run: func(context.Context, Ticket) bool { return true }}})

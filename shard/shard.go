@@ -35,12 +35,14 @@ func (s Shard) Validate() error {
 }
 
 // AddFlags defines --shard.count and --shard.index on cmd, checked when
-// cmd is parsed.
+// cmd is parsed. The check is an action, not a pre-action: kingpin runs
+// pre-actions before it fills in defaults when --help is given, so a
+// pre-action would see --shard.count 0 and fail the help itself.
 func AddFlags(cmd *kingpin.CmdClause) *Shard {
 	s := &Shard{}
 	cmd.Flag("shard.count", "Replicas sharing the probes; each runs those its --shard.index owns.").Default("1").IntVar(&s.Count)
 	cmd.Flag("shard.index", "This replica's shard, 0 to --shard.count-1 (a StatefulSet pod's ordinal).").Default("0").IntVar(&s.Index)
-	cmd.PreAction(func(*kingpin.ParseContext) error { return s.Validate() })
+	cmd.Action(func(*kingpin.ParseContext) error { return s.Validate() })
 	return s
 }
 

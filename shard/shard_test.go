@@ -2,9 +2,12 @@ package shard
 
 import (
 	"fmt"
+	"io"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/llm-prober/llm-prober/config"
@@ -142,5 +145,50 @@ llm_prober_shard_probes 7
 	}
 	if probs, err := testutil.CollectAndLint(c); err != nil || len(probs) > 0 {
 		t.Error(err, probs)
+	}
+}
+
+// The flags' check runs once the defaults are in: --help (where kingpin
+// fills in no defaults) shows the help and terminates with 0, an explicit
+// bad value is an error, and the defaults alone are valid.
+func TestAddFlagsCheck(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{args: []string{"--help"}},
+		{args: []string{"serve", "--help"}},
+		{args: []string{}},
+		{args: []string{"--shard.count=3", "--shard.index=2"}},
+		{args: []string{"--shard.count=0"}, wantErr: "--shard.count must be at least 1, got 0"},
+		{args: []string{"--shard.count=2", "--shard.index=2"}, wantErr: "--shard.index must be 0 to 1"},
+	} {
+		app := kingpin.New("test", "")
+		app.UsageWriter(io.Discard)
+		// As cmd/llm-prober's run: termination is recorded, and what
+		// Parse returns after it is not looked at.
+		terminated := -1
+		app.Terminate(func(code int) {
+			if terminated < 0 {
+				terminated = code
+			}
+		})
+		s := AddFlags(app.Command("serve", "").Default())
+		_, err := app.Parse(tc.args)
+		help := slices.Contains(tc.args, "--help")
+		if help {
+			if terminated != 0 {
+				t.Errorf("%q: help did not terminate with 0 (%d); error %v", tc.args, terminated, err)
+			}
+			continue
+		}
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%q: %v", tc.args, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%q: error %v, want %q", tc.args, err, tc.wantErr)
+		case tc.wantErr == "" && s.Validate() != nil:
+			t.Errorf("%q: parsed into an invalid %+v", tc.args, *s)
+		}
 	}
 }

@@ -88,7 +88,7 @@ func (e *Exporter) SetTargets(ts []Target) {
 	e.targets = next
 	e.mu.Unlock()
 	for _, te := range stale {
-		te.shutdown(e.logger)
+		te.shutdown(context.Background(), e.logger)
 	}
 }
 
@@ -125,23 +125,27 @@ func (e *Exporter) newTarget(t Target) (*targetExporter, error) {
 	return &targetExporter{spec: t, provider: tp, tracer: tp.Tracer("github.com/llm-prober/llm-prober/tracing")}, nil
 }
 
-func (te *targetExporter) shutdown(logger *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+func (te *targetExporter) shutdown(ctx context.Context, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := te.provider.Shutdown(ctx); err != nil {
 		logger.Warn("Exporting the last probe spans failed", "target", te.spec.Name, "endpoint", te.spec.Endpoint, "err", err)
 	}
 }
 
-// Shutdown flushes and stops every target's exporter (at exit).
-func (e *Exporter) Shutdown() {
+// Shutdown flushes and stops every target's exporter (at exit), all at
+// once, each for at most 5s and no later than ctx's deadline: the
+// daemon's shutdown has a budget to keep.
+func (e *Exporter) Shutdown(ctx context.Context) {
 	e.mu.Lock()
 	ts := e.targets
 	e.targets = map[string]*targetExporter{}
 	e.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, te := range ts {
-		te.shutdown(e.logger)
+		wg.Go(func() { te.shutdown(ctx, e.logger) })
 	}
+	wg.Wait()
 }
 
 // ForceFlush sends every queued span now (tests, shutdown).

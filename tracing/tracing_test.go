@@ -15,6 +15,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	itestutil "github.com/llm-prober/llm-prober/internal/testutil"
 	"github.com/llm-prober/llm-prober/probe"
 	"github.com/llm-prober/llm-prober/simulator"
 	"github.com/llm-prober/llm-prober/simulator/simtest"
@@ -64,7 +65,7 @@ func TestSpanJoinsServerTrace(t *testing.T) {
 	defer otlp.Close()
 
 	e := New(promslog.NewNopLogger(), "test")
-	defer e.Shutdown()
+	defer e.Shutdown(context.Background())
 	e.SetTargets([]Target{{Name: "sim", Endpoint: otlp.URL, Headers: map[string]string{"X-Api-Key": "k"}}})
 
 	d, err := probe.NewDriver(probe.ProtocolOpenAIChat, probe.TargetOptions{Name: "sim", URL: sim.URL, Model: cfg.ServedModelNames[0]}, nil)
@@ -109,5 +110,35 @@ func TestSpanJoinsServerTrace(t *testing.T) {
 	}
 	if rc.headers.Get("X-Api-Key") != "k" {
 		t.Errorf("export headers %v", rc.headers)
+	}
+}
+
+// TestShutdownKeepsItsDeadline: span export to endpoints that never
+// answer stops at the caller's deadline, all targets at once, rather than
+// 5s per target one after the other: the daemon's shutdown has a budget.
+func TestShutdownKeepsItsDeadline(t *testing.T) {
+	hung, _ := itestutil.HungServer(t)
+	e := New(promslog.NewNopLogger(), "test")
+	var targets []Target
+	for _, name := range []string{"a", "b", "c"} {
+		targets = append(targets, Target{Name: name, Endpoint: hung.URL})
+	}
+	e.SetTargets(targets)
+	d, err := probe.NewDriver(probe.ProtocolOpenAIChat, probe.TargetOptions{Name: "a", URL: "http://127.0.0.1:1", Model: "m"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	req := &probe.Request{Prompt: "x", MaxTokens: 1, Stream: true}
+	res := d.Probe(context.Background(), req)
+	for _, name := range []string{"a", "b", "c"} {
+		e.Record(name, "p", req, res)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	e.Shutdown(ctx)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Shutdown took %s with a 300ms deadline and three hung endpoints", took)
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 // TestDocsCommandLinesParse: every `llm-prober …` command line in a code
 // block of README.md or docs/*.md parses with the binary's own command line
-// (newApp): a renamed or removed flag, a misspelt command or a missing
+// (newCLI): a renamed or removed flag, a misspelt command or a missing
 // required flag in the docs fails here, not in a reader's shell.
 func TestDocsCommandLinesParse(t *testing.T) {
 	root, err := docscheck.FindRoot(".")
@@ -38,7 +38,7 @@ func TestDocsCommandLinesParse(t *testing.T) {
 		cmds = append(cmds, found...)
 	}
 	commands := map[string]bool{}
-	for _, c := range newApp(io.Discard).app.Model().Commands {
+	for _, c := range newCLI(io.Discard).app.Model().Commands {
 		commands[c.Name] = true
 	}
 	checked := 0
@@ -51,7 +51,7 @@ func TestDocsCommandLinesParse(t *testing.T) {
 		}
 		checked++
 		var usage strings.Builder
-		cli := newApp(&usage)
+		cli := newCLI(&usage)
 		if _, err := cli.app.Parse(c.Args); err != nil {
 			t.Errorf("%s:%d: %q does not parse: %v", c.Path, c.Line, c.Text, err)
 		}

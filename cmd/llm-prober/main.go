@@ -38,21 +38,23 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// cli is the command line: every command and flag, and where each parsed
-// value lands. newApp builds it apart from run so that tests can parse the
-// command lines the docs show with the very flags the binary has.
+// cli is the command line: the kingpin application and where each
+// command's flags land once parsed.
 type cli struct {
-	app      *kingpin.Application
-	exitCode int // set by --help and --version through kingpin's Terminate; -1 before
-	logCfg   promslog.Config
+	app *kingpin.Application
+	// exitCode is what --help or --version asked to exit with; -1 until
+	// one of them ran.
+	exitCode *int
+	logCfg   *promslog.Config
 
+	serveCmd        *kingpin.CmdClause
 	configFile      *string
 	webFlags        *web.FlagConfig
 	shutdownTimeout *time.Duration
 	disableReload   *bool
 	webPaths        func() (webroute.Paths, error)
 	historyResults  *int
-	sh              *shard.Shard
+	shard           *shard.Shard
 
 	checkCmd   *kingpin.CmdClause
 	checkFiles *[]string
@@ -70,33 +72,36 @@ type cli struct {
 	simFlags *simulator.Flags
 }
 
-// newApp builds the command line, its usage and errors written to stderr.
-func newApp(stderr io.Writer) *cli {
-	c := &cli{exitCode: -1}
+// newCLI defines every command and flag, writing usage and errors to
+// stderr. Tests walk its application to run each command's --help.
+func newCLI(stderr io.Writer) *cli {
 	app := kingpin.New("llm-prober", "Probes LLM inference servers and exports time-to-first-token, time-per-output-token and more to Prometheus.")
-	c.app = app
 	app.UsageWriter(stderr)
 	app.ErrorWriter(stderr)
 	app.Version(version.Print("llm-prober"))
 	app.HelpFlag.Short('h')
+	exitCode := -1
+	// Terminate records the code instead of exiting, so that run returns
+	// it and tests can call run.
 	app.Terminate(func(code int) {
-		if c.exitCode < 0 {
-			c.exitCode = code
+		if exitCode < 0 {
+			exitCode = code
 		}
 	})
+	c := &cli{app: app, exitCode: &exitCode, logCfg: &promslog.Config{}}
 
-	promslogflag.AddFlags(app, &c.logCfg)
+	promslogflag.AddFlags(app, c.logCfg)
 	// Each command has its own --config.file; the daemon's flags sit on
 	// the default command, so `llm-prober --web.listen-address=…` works
 	// without naming it, as with every other exporter.
-	serveCmd := app.Command("serve", "Run the prober daemon (the default).").Default()
-	c.configFile = serveCmd.Flag("config.file", "llm-prober configuration file.").Default("llm-prober.yml").String()
-	c.webFlags = kingpinflag.AddFlags(serveCmd, defaultListenAddress)
-	c.shutdownTimeout = serveCmd.Flag("web.shutdown-timeout", "How long to wait for in-flight probes and requests when stopping.").Default("30s").Duration()
-	c.disableReload = serveCmd.Flag("web.disable-reload", "Refuse POST /-/reload (SIGHUP still reloads).").Bool()
-	c.webPaths = webroute.AddFlags(serveCmd)
-	c.historyResults = serveCmd.Flag("history.results-per-probe", "Recent results kept per probe for the status page (0 keeps none).").Default("100").Int()
-	c.sh = shard.AddFlags(serveCmd)
+	c.serveCmd = app.Command("serve", "Run the prober daemon (the default).").Default()
+	c.configFile = c.serveCmd.Flag("config.file", "llm-prober configuration file.").Default("llm-prober.yml").String()
+	c.webFlags = kingpinflag.AddFlags(c.serveCmd, defaultListenAddress)
+	c.shutdownTimeout = c.serveCmd.Flag("web.shutdown-timeout", "How long stopping may take: in-flight probes get 60% of it to finish, are then cancelled and recorded (outcome cancelled); remote write flushes until 90%; the web server stops last.").Default("30s").Duration()
+	c.disableReload = c.serveCmd.Flag("web.disable-reload", "Refuse POST /-/reload (SIGHUP still reloads).").Bool()
+	c.webPaths = webroute.AddFlags(c.serveCmd)
+	c.historyResults = c.serveCmd.Flag("history.results-per-probe", "Recent results kept per probe for the status page (0 keeps none).").Default("100").Int()
+	c.shard = shard.AddFlags(c.serveCmd)
 
 	c.checkCmd = app.Command("check-config", "Validate configuration files and exit 0 if all are valid, 1 otherwise.")
 	c.checkFiles = c.checkCmd.Arg("file", "Configuration files to check.").Default("llm-prober.yml").Strings()
@@ -118,17 +123,17 @@ func newApp(stderr io.Writer) *cli {
 // run is main without the process: tests call it with their own arguments,
 // output and context, and read the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newApp(stderr)
+	c := newCLI(stderr)
 	cmd, err := c.app.Parse(args)
-	if c.exitCode >= 0 {
-		return c.exitCode // --help or --version
+	if *c.exitCode >= 0 {
+		return *c.exitCode // --help or --version
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "llm-prober: %v; try --help\n", err)
 		return 2
 	}
 	c.logCfg.Writer = stderr
-	logger := promslog.New(&c.logCfg)
+	logger := promslog.New(c.logCfg)
 
 	switch cmd {
 	case c.checkCmd.FullCommand():
@@ -160,7 +165,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			historyResults:  *c.historyResults,
 			logger:          logger,
 			stderr:          stderr,
-			shard:           *c.sh,
+			shard:           *c.shard,
 		})
 	}
 }

@@ -17,8 +17,9 @@ import (
 )
 
 // Restart safety: SIGTERM during a burst drains the burst's requests and
-// records them; past --web.shutdown-timeout they are cancelled and recorded
-// as such; a reload in the middle of a burst loses nothing.
+// records them; past the drain share of --web.shutdown-timeout they are
+// cancelled and recorded as such; a reload in the middle of a burst loses
+// nothing.
 
 // slowSimulator answers in about tokens × 50ms.
 func slowSimulator(t *testing.T) string {
@@ -114,7 +115,7 @@ func TestSIGTERMDrainsBurst(t *testing.T) {
 	if n := burstResults(after, "success"); n < 8 {
 		t.Errorf("%d of the burst's 8 requests recorded as success after SIGTERM:\n%s", n, after)
 	}
-	if strings.Contains(after, "Drain deadline passed") || !strings.Contains(after, `msg=Stopped`) {
+	if strings.Contains(after, "Cancelled in-flight probes") || !strings.Contains(after, `msg=Stopped`) {
 		t.Errorf("unexpected shutdown:\n%s", after)
 	}
 	if len(leftovers) > 0 {
@@ -129,16 +130,16 @@ func TestSIGTERMPastDeadlineCancelsAndRecords(t *testing.T) {
 	// Requests of about 30s, a 500ms drain: cancelled, and recorded.
 	after, took, leftovers := sigtermDuringBurst(t, 600, "500ms")
 	t.Logf("exited %s after SIGTERM", took.Round(time.Millisecond))
-	if !strings.Contains(after, "Drain deadline passed; cancelling in-flight probes") {
-		t.Errorf("no drain-deadline message:\n%s", after)
+	if n := strings.Count(after, "Cancelled in-flight probes"); n != 1 {
+		t.Errorf("the cancellation summary logged %d times, want once:\n%s", n, after)
 	}
-	if n := burstResults(after, "timeout"); n < 8 {
+	if n := burstResults(after, "cancelled"); n < 8 {
 		t.Errorf("%d of the burst's 8 cancelled requests recorded:\n%s", n, after)
 	}
 	if n := strings.Count(after, "probe cancelled after"); n < 8 {
 		t.Errorf("%d results say they were cancelled:\n%s", n, after)
 	}
-	if took > 20*time.Second {
+	if took > 5*time.Second {
 		t.Errorf("took %s to stop with a 500ms shutdown timeout", took)
 	}
 	if len(leftovers) > 0 {

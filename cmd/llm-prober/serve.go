@@ -160,6 +160,20 @@ func (d *daemon) handler() (http.Handler, error) {
 	return d.opts.paths.Mount(mux), nil
 }
 
+// Shutdown phases, as shares of --web.shutdown-timeout measured from the
+// signal. Probes get most of it: a probe that finishes is a measurement,
+// a cancelled one only an account. Recording the cancelled takes
+// milliseconds; the final flush is one gather sent in a few requests; the
+// last tenth lets a scrape in progress end.
+const (
+	// drainShare: until then in-flight probes may finish; then they are
+	// cancelled and recorded as outcome cancelled.
+	drainShare = 0.6
+	// flushShare: until then remote write and span export send what
+	// they hold, the cancelled probes' results included.
+	flushShare = 0.9
+)
+
 // serve runs the daemon until ctx is cancelled and returns the exit code.
 func serve(ctx context.Context, opts serveOptions) int {
 	logger := opts.logger
@@ -224,16 +238,29 @@ func serve(ctx context.Context, opts serveOptions) int {
 	case <-ctx.Done():
 	}
 	logger.Info("Shutting down", "timeout", opts.shutdownTimeout)
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), opts.shutdownTimeout)
-	defer cancel()
-	// Probes drain first, while /metrics still answers, so a scrape during
-	// shutdown sees their results. Discovery stops first, so that no
-	// list that changes now starts probes again.
+	// The budget is split into phases (docs/deployment.md, "Shutdown"), each
+	// ending at a fixed share of it: in-flight probes may finish, then
+	// are cancelled early enough to be recorded; remote write's final
+	// flush then has their results; /metrics answers throughout, and the
+	// web server stops last. Discovery stops first, so that no list that
+	// changes now starts probes again.
+	start := time.Now()
+	until := func(share float64) (context.Context, context.CancelFunc) {
+		return context.WithDeadline(context.Background(), start.Add(time.Duration(share*float64(opts.shutdownTimeout))))
+	}
 	d.models.Stop()
-	d.engine.Stop(shutdownCtx)
-	d.spans.Shutdown()
-	d.fleet.Stop(shutdownCtx)
-	if err := srv.Shutdown(shutdownCtx); err != nil {
+	drainCtx, cancelDrain := until(drainShare)
+	defer cancelDrain()
+	d.engine.Stop(drainCtx)
+	flushCtx, cancelFlush := until(flushShare)
+	defer cancelFlush()
+	var flushes sync.WaitGroup
+	flushes.Go(func() { d.spans.Shutdown(flushCtx) })
+	flushes.Go(func() { d.fleet.Stop(flushCtx) })
+	flushes.Wait()
+	httpCtx, cancelHTTP := until(1)
+	defer cancelHTTP()
+	if err := srv.Shutdown(httpCtx); err != nil {
 		logger.Warn("Web server did not stop cleanly", "err", err)
 	}
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
