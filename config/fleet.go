@@ -17,6 +17,7 @@ import (
 	promconfig "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
 
+	"github.com/llm-prober/llm-prober/internal/redact"
 	"github.com/llm-prober/llm-prober/probe"
 )
 
@@ -373,13 +374,13 @@ func (m *Module) Instantiate(name, endpoint string) (*Target, error) {
 	u, err := url.Parse(endpoint)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("target %q: %w", endpoint, err)
+		return nil, fmt.Errorf("target %q: %w", redact.Default().URL(endpoint), redact.Default().Error(err))
 	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("target %q must use http or https", endpoint)
+		return nil, fmt.Errorf("target %q must use http or https", redact.Default().URL(endpoint))
 	case u.Host == "":
-		return nil, fmt.Errorf("target %q has no host", endpoint)
+		return nil, fmt.Errorf("target %q has no host", redact.Default().URL(endpoint))
 	case u.User != nil:
-		return nil, fmt.Errorf("target %q carries credentials; give them to the module instead", redactURL(u))
+		return nil, fmt.Errorf("target %q carries credentials; give them to the module instead", redact.Default().URL(endpoint))
 	}
 	t.URL = endpoint
 	return &t, nil
@@ -389,7 +390,8 @@ func (m *Module) Instantiate(name, endpoint string) (*Target, error) {
 type RefusedError struct{ Endpoint, Module string }
 
 func (e *RefusedError) Error() string {
-	return fmt.Sprintf("target %q does not match module %s's allowed_targets", e.Endpoint, e.Module)
+	// The endpoint comes from discovery and may carry a password.
+	return fmt.Sprintf("target %q does not match module %s's allowed_targets", redact.Default().URL(e.Endpoint), e.Module)
 }
 
 func (m *Module) refused(endpoint string) error {

@@ -69,10 +69,10 @@ var (
 	// userinfoRE: scheme://userinfo@ in text.
 	userinfoRE = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)([^/?#@\s"'<>]+)@`)
 	// schemeRE: an auth scheme and its credential.
-	schemeRE = regexp.MustCompile(`(?i)\b(basic|bearer|token)(\s+)([A-Za-z0-9._~+/=-]+)`)
+	schemeRE = regexp.MustCompile(`(?i)\b(basic|bearer|token)([ \t]+)([A-Za-z0-9._~+/=-]+)`)
 	// headerRE: a credential header quoted with its value, in
 	// "Name: value", "name=value" or JSON "name":"value" form.
-	headerRE = regexp.MustCompile(`(?i)(^|[^A-Za-z0-9_-])(` + credentialHeaders + `)("?\s*[:=]\s*"?)([^\s"',;&<>]+)`)
+	headerRE = regexp.MustCompile(`(?i)(^|[^A-Za-z0-9_-])(` + credentialHeaders + `)("?[ \t]*[:=][ \t]*"?)([^\s"',;&<>]+)`)
 )
 
 // Policy decides what is secret. Its zero value is not usable; build one
