@@ -604,7 +604,7 @@ func validateHTTPURL(d *decoder, path, raw string) {
 		d.at(path, "URL %q has no host", redact.Default().URL(raw))
 	}
 	if u.User != nil {
-		d.at(path, "URL %q carries credentials; %s, so they never appear in logs", redact.Default().URL(raw), credentialAdvice(path))
+		d.at(path, "URL %q carries credentials, which would show in logs and pages; %s", redact.Default().URL(raw), credentialAdvice(path))
 	}
 }
 

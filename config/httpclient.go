@@ -156,7 +156,7 @@ func validateHTTPClient(d *decoder, path string, t *Target, proto probe.Protocol
 		if u, err := url.Parse(o.TokenURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			d.at(op+".token_url", "token URL must be an http or https URL with a host")
 		} else if u.User != nil {
-			d.at(op+".token_url", "URL %q carries credentials; %s, so they never appear in logs", redact.Default().URL(o.TokenURL), credentialAdvice(op+".token_url"))
+			d.at(op+".token_url", "URL %q carries credentials, which would show in logs and pages; %s", redact.Default().URL(o.TokenURL), credentialAdvice(op+".token_url"))
 		}
 		if o.GrantType != "" && o.GrantType != "client_credentials" && o.GrantType != oauth2JWTBearer {
 			d.at(op+".grant_type", "unknown grant type %q; want client_credentials or %s", o.GrantType, oauth2JWTBearer)
