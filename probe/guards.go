@@ -23,16 +23,17 @@ const DefaultMaxRedirects = 5
 // credential (Authorization, X-Api-Key, Cookie, …).
 func SensitiveHeader(name string) bool { return redact.SensitiveHeader(name) }
 
-// targetPolicy is what is secret for a target: its API key, every
-// configured header value, its URL's password, http_client_config's
-// inline secrets, and the query parameters it names as secret.
+// targetPolicy is what is secret for a target: its API key, configured
+// header values (redact.HeaderSecret), its URL's password,
+// http_client_config's inline secrets, and the query parameters named as
+// secret.
 func targetPolicy(opts TargetOptions) *redact.Policy {
 	secrets := httpClientSecrets(opts)
 	if opts.BearerToken != "" {
 		secrets = append(secrets, opts.BearerToken)
 	}
-	for _, v := range opts.Headers {
-		if v != "" {
+	for k, v := range opts.Headers {
+		if redact.HeaderSecret(k, v) {
 			secrets = append(secrets, v)
 		}
 	}

@@ -389,11 +389,15 @@ func writerPolicy(rw *config.RemoteWrite) *redact.Policy {
 		file(o.ClientSecretFile)
 	}
 	if hh := h.HTTPHeaders; hh != nil {
-		for _, hd := range hh.Headers {
+		for name, hd := range hh.Headers {
 			for _, v := range hd.Secrets {
 				secrets = append(secrets, string(v))
 			}
-			secrets = append(secrets, hd.Values...)
+			for _, v := range hd.Values {
+				if redact.HeaderSecret(name, v) {
+					secrets = append(secrets, v)
+				}
+			}
 			for _, f := range hd.Files {
 				file(f)
 			}

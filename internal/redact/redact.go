@@ -172,6 +172,24 @@ func SensitiveHeader(name string) bool {
 	return false
 }
 
+// HeaderSecret reports whether a configured header's value is masked in
+// free text (errors, logs): always for a header named like a credential,
+// otherwise when the value looks like a token (8 characters or more, a
+// digit among them, no space). A plain value such as "prod" or "zero"
+// would otherwise mask every occurrence of that word in every error.
+// Outputs that show the configuration mask every header value, and a
+// redirect to another origin drops every configured header, whatever
+// this says.
+func HeaderSecret(name, value string) bool {
+	if value == "" {
+		return false
+	}
+	if SensitiveHeader(name) {
+		return true
+	}
+	return len(value) >= 8 && strings.ContainsAny(value, "0123456789") && !strings.ContainsAny(value, " \t")
+}
+
 // String is s with every secret the policy knows masked.
 func (p *Policy) String(s string) string {
 	if s == "" {
