@@ -298,6 +298,14 @@ func looksLikeCredential(scheme, cred string) bool {
 func (p *Policy) URL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme == "" || u.Host == "" {
+		// A gRPC address may still carry user:password@ before its host.
+		end := len(raw)
+		if i := strings.IndexAny(raw, "/?#"); i >= 0 {
+			end = i
+		}
+		if i := strings.LastIndex(raw[:end], "@"); i >= 0 && !strings.Contains(raw, "://") {
+			raw = passwordMask + raw[i:]
+		}
 		return p.String(raw)
 	}
 	if u.User != nil {

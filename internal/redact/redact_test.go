@@ -45,6 +45,8 @@ func TestURL(t *testing.T) {
 		"https://h/v1?Deployment_Token=x&v=2024": "https://h/v1?Deployment_Token=<secret>&v=2024",
 		"https://h/sk-literal-9/v1":              "https://h/<secret>/v1",
 		"localhost:8001":                         "localhost:8001",
+		"user:pw@localhost:8001":                 "xxxxx@localhost:8001",
+		"user:pw@h:1/p?q@x":                      "xxxxx@h:1/p?q@x",
 	} {
 		if got := p.URL(in); got != want {
 			t.Errorf("URL(%q) = %q, want %q", in, got, want)
@@ -106,4 +108,24 @@ func FuzzString(f *testing.F) {
 			t.Errorf("secret %q survives in %q -> %q", secret, planted, got)
 		}
 	})
+}
+
+func TestHeaderSecret(t *testing.T) {
+	for _, c := range []struct {
+		name, value string
+		want        bool
+	}{
+		{"X-Auth-Token", "abc", true},
+		{"X-Api-Key", "k", true},
+		{"X-Tenant", "prod", false},
+		{"X-Pooled-Fault", "zero", false},
+		{"Accept", "application/json", false},
+		{"X-Tenant", "tn-8f3a9c21", true},
+		{"X-Note", "release 2024", false},
+		{"X-Any", "", false},
+	} {
+		if got := HeaderSecret(c.name, c.value); got != c.want {
+			t.Errorf("HeaderSecret(%q, %q) = %v, want %v", c.name, c.value, got, c.want)
+		}
+	}
 }
