@@ -9,6 +9,7 @@ import (
 
 	"github.com/llm-prober/llm-prober/engine"
 	"github.com/llm-prober/llm-prober/internal/display"
+	"github.com/llm-prober/llm-prober/internal/redact"
 	"github.com/llm-prober/llm-prober/internal/stats"
 	"github.com/llm-prober/llm-prober/probe"
 )
@@ -329,7 +330,9 @@ func NewRecord(info HistoryProbe, req *probe.Request, res *probe.Result) Record 
 		}
 	}
 	if res.Err != nil {
-		r.Err = display.Cut(res.Err.Error(), MaxHistoryErrorBytes)
+		// Redacted by the driver already; the default patterns once more,
+		// since this is shown on pages.
+		r.Err = display.Cut(redact.Default().String(res.Err.Error()), MaxHistoryErrorBytes)
 	}
 	if len(res.AssertionFailures) > 0 {
 		f := res.AssertionFailures[0]

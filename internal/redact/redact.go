@@ -78,9 +78,8 @@ var (
 // Policy decides what is secret. Its zero value is not usable; build one
 // with New. A Policy is immutable, so safe for concurrent use.
 type Policy struct {
-	secrets []string // longest first
-	params  map[string]bool
-	paramRE *regexp.Regexp
+	secrets      []string // longest first
+	secretParams map[string]bool
 }
 
 // defaultPolicy is New(nil): built once, never changed.
@@ -94,20 +93,12 @@ func Default() *Policy { return defaultPolicy() }
 // CredentialParts) and the values of queryParams besides
 // DefaultQueryParams.
 func New(queryParams []string, secrets ...string) *Policy {
-	p := &Policy{params: map[string]bool{}}
-	names := append(DefaultQueryParams(), queryParams...)
-	quoted := make([]string, 0, len(names))
-	for _, n := range names {
-		n = strings.ToLower(strings.TrimSpace(n))
-		if n == "" || p.params[n] {
-			continue
+	p := &Policy{secretParams: map[string]bool{}}
+	for _, n := range append(DefaultQueryParams(), queryParams...) {
+		if n = strings.ToLower(strings.TrimSpace(n)); n != "" {
+			p.secretParams[n] = true
 		}
-		p.params[n] = true
-		quoted = append(quoted, regexp.QuoteMeta(n))
 	}
-	// Longest names first, so that "api_key" is not taken for "key".
-	slices.SortFunc(quoted, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
-	p.paramRE = regexp.MustCompile(`(?i)([?&;](?:` + strings.Join(quoted, "|") + `)=)([^&#\s"'<>]*)`)
 	return p.with(secrets)
 }
 
@@ -120,7 +111,7 @@ func (p *Policy) With(secrets ...string) *Policy {
 }
 
 func (p *Policy) with(secrets []string) *Policy {
-	out := &Policy{params: p.params, paramRE: p.paramRE, secrets: slices.Clone(p.secrets)}
+	out := &Policy{secretParams: p.secretParams, secrets: slices.Clone(p.secrets)}
 	for _, s := range secrets {
 		for _, part := range CredentialParts(s) {
 			if len(part) >= MinSecretLen && !slices.Contains(out.secrets, part) {
@@ -134,7 +125,7 @@ func (p *Policy) with(secrets []string) *Policy {
 }
 
 // SecretParam reports whether a query parameter's value is secret.
-func (p *Policy) SecretParam(name string) bool { return p.params[strings.ToLower(name)] }
+func (p *Policy) SecretParam(name string) bool { return p.secretParams[strings.ToLower(name)] }
 
 // CredentialParts returns the strings to redact for one credential value:
 // the value itself, its credential after an auth scheme ("Basic x",
@@ -196,11 +187,68 @@ func (p *Policy) String(s string) string {
 		return s
 	}
 	s = p.literal(s)
-	s = userinfoRE.ReplaceAllStringFunc(s, maskUserinfo)
-	s = p.paramRE.ReplaceAllString(s, "${1}"+Mask)
-	s = headerRE.ReplaceAllStringFunc(s, maskHeader)
-	s = schemeRE.ReplaceAllStringFunc(s, maskScheme)
+	// Cheap checks first: most text has no URL, header or scheme in it,
+	// and the patterns cost far more than a scan.
+	if strings.Contains(s, "@") {
+		s = userinfoRE.ReplaceAllStringFunc(s, maskUserinfo)
+	}
+	if strings.Contains(s, "=") {
+		s = p.maskParams(s)
+	}
+	lower := strings.ToLower(s)
+	if containsAny(lower, "auth", "key", "token", "cookie", "secret", "passw") {
+		s = headerRE.ReplaceAllStringFunc(s, maskHeader)
+	}
+	if containsAny(lower, "basic", "bearer", "token") {
+		s = schemeRE.ReplaceAllStringFunc(s, maskScheme)
+	}
 	return s
+}
+
+func containsAny(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// maskParams masks the value of every secret query parameter: a name after
+// '?', '&' or ';', then '=', then the value up to the next separator.
+func (p *Policy) maskParams(s string) string {
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c != '?' && c != '&' && c != ';' {
+			continue
+		}
+		eq := strings.IndexByte(s[i+1:], '=')
+		if eq <= 0 {
+			continue
+		}
+		name := s[i+1 : i+1+eq]
+		if strings.ContainsAny(name, "?&;#= \t\n\"'<>") || !p.secretParams[strings.ToLower(name)] {
+			continue
+		}
+		start := i + 1 + eq + 1
+		end := start
+		for end < len(s) && !strings.ContainsRune("&#;\"'<> \t\r\n", rune(s[end])) {
+			end++
+		}
+		if end == start || s[start:end] == Mask {
+			continue
+		}
+		b.WriteString(s[last:start])
+		b.WriteString(Mask)
+		last = end
+		i = end - 1
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
 }
 
 // literal masks the configured secrets, and a prefix of one that a length

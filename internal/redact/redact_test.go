@@ -129,3 +129,14 @@ func TestHeaderSecret(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkString: the cost of one typical probe error through a target's
+// policy (paid once per failed probe and per log record).
+func BenchmarkString(b *testing.B) {
+	p := New(nil, "sk-configured-123", "Basic "+base64.StdEncoding.EncodeToString([]byte("u:planted-pw-1")))
+	msg := `HTTP 401 Unauthorized: {"error":{"message":"invalid credentials Authorization: Bearer sk-configured-123 for https://api.example/v1/chat/completions?api_key=abc","type":"auth"}}`
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = p.String(msg)
+	}
+}
