@@ -331,8 +331,14 @@ func NewRecord(info HistoryProbe, req *probe.Request, res *probe.Result) Record 
 	}
 	if res.Err != nil {
 		// Redacted by the driver already; the default patterns once more,
-		// since this is shown on pages.
-		r.Err = display.Cut(redact.Default().String(res.Err.Error()), MaxHistoryErrorBytes)
+		// since this is shown on pages. Only over what can be shown (with
+		// room for a secret straddling the bound): a server's error may be
+		// megabytes.
+		msg := res.Err.Error()
+		if len(msg) > 2*MaxHistoryErrorBytes {
+			msg = msg[:2*MaxHistoryErrorBytes]
+		}
+		r.Err = display.Cut(redact.Default().String(msg), MaxHistoryErrorBytes)
 	}
 	if len(res.AssertionFailures) > 0 {
 		f := res.AssertionFailures[0]
