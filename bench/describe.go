@@ -42,7 +42,7 @@ func Describe(configFile string, cfg *config.Config, t *config.Target, pc *confi
 		ConfigFile:     configFile,
 		Target:         t.Name,
 		Protocol:       t.Protocol,
-		Endpoint:       t.Endpoint(),
+		Endpoint:       cfg.Policy().URL(t.Endpoint()),
 		Model:          t.Model,
 		Probe:          pc.Name,
 		Streaming:      pc.Streaming(),

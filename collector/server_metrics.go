@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"net/url"
 	"sync"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"github.com/llm-prober/llm-prober/probe"
+	"github.com/llm-prober/llm-prober/internal/redact"
 )
 
 // MaxServerMetricsBytes bounds what one scrape of a model server reads
@@ -222,7 +222,7 @@ func (c *ServerMetrics) CollectWithin(ch chan<- prometheus.Metric, limit time.Du
 		wg.Go(func() {
 			s := time.Now()
 			res, err := c.scrape(t, limit)
-			results[i] = serverScrape{t: t, res: res, err: err, duration: time.Since(s)}
+			results[i] = serverScrape{t: t, res: res, err: redact.Default().Error(err), duration: time.Since(s)}
 		})
 	}
 	wg.Wait()
@@ -276,13 +276,13 @@ func (c *ServerMetrics) noteOutcome(r serverScrape) {
 		if key := logKey(r.err); key != t.lastErr {
 			t.lastErr = key
 			c.logger.Warn("Scraping model-server metrics failed; llm_server_up is 0 until it works",
-				"target", t.Name, "url", redactURL(t.URL), "kind", t.Kind, "err", r.err)
+				"target", t.Name, "url", redact.Default().URL(t.URL), "kind", t.Kind, "err", r.err)
 		}
 		return
 	}
 	if t.lastErr != "" {
 		t.lastErr = ""
-		c.logger.Info("Scraping model-server metrics works again", "target", t.Name, "url", redactURL(t.URL))
+		c.logger.Info("Scraping model-server metrics works again", "target", t.Name, "url", redact.Default().URL(t.URL))
 	}
 	if t.Kind == KindAuto && r.res.kind != t.detected {
 		t.detected = r.res.kind
@@ -317,14 +317,6 @@ func logKey(err error) string {
 		return "timeout"
 	}
 	return err.Error()
-}
-
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "<unparsable URL>"
-	}
-	return u.Redacted()
 }
 
 // scrape fetches and normalises one target within its timeout, or within

@@ -24,6 +24,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/llm-prober/llm-prober/collector"
+	"github.com/llm-prober/llm-prober/internal/redact"
 	"github.com/llm-prober/llm-prober/probe"
 )
 
@@ -46,6 +47,10 @@ type Config struct {
 	RemoteWrite []*RemoteWrite `yaml:"remote_write,omitempty"`
 	// ExternalLabels are added to every remote-written series.
 	ExternalLabels map[string]string `yaml:"external_labels,omitempty"`
+	// SecretQueryParams name query parameters whose values are secret in
+	// every output, besides redact.DefaultQueryParams (api_key, key,
+	// token, sig, …).
+	SecretQueryParams []string `yaml:"secret_query_params,omitempty"`
 }
 
 // Target is one inference endpoint and the probes sent to it.
@@ -70,6 +75,13 @@ type Target struct {
 	// FollowRedirects follows HTTP redirects (at most
 	// probe.DefaultMaxRedirects); by default a redirect fails the probe.
 	FollowRedirects bool `yaml:"follow_redirects,omitempty"`
+	// FollowRedirectsTrustedOrigins are origins (scheme://host[:port]) a
+	// followed redirect may reach with the target's credentials; any
+	// other origin gets the request without them.
+	FollowRedirectsTrustedOrigins []string `yaml:"follow_redirects_trusted_origins,omitempty"`
+	// secretParams is the configuration's secret_query_params, set at
+	// load for DriverOptions.
+	secretParams []string
 	// HTTPClientConfig is Prometheus' HTTP client configuration (proxy,
 	// basic_auth, authorization, oauth2, tls_config, …) for HTTP
 	// protocols, with the prober's defaults: see httpclient.go.
@@ -406,6 +418,7 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 	if t.FollowRedirects && known && proto.Endpoint != probe.EndpointURL {
 		d.at(path+".follow_redirects", "applies to HTTP protocols only; gRPC has no redirects")
 	}
+	validateTrustedOrigins(d, path+".follow_redirects_trusted_origins", t.FollowRedirectsTrustedOrigins)
 	validateHTTPClient(d, path, t, proto, known)
 	positive(d, path+".timeout", t.Timeout)
 	positive(d, path+".stream_idle_timeout", t.StreamIdleTimeout)
@@ -583,25 +596,54 @@ func validateHTTPURL(d *decoder, path, raw string) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		d.at(path, "invalid URL %q: %v", raw, err)
+		d.at(path, "invalid URL %q: %v", redact.Default().URL(raw), redact.Default().Error(err))
 		return
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		d.at(path, "URL %q must use http or https", raw)
+		d.at(path, "URL %q must use http or https", redact.Default().URL(raw))
 		return
 	}
 	if u.Host == "" {
-		d.at(path, "URL %q has no host", raw)
+		d.at(path, "URL %q has no host", redact.Default().URL(raw))
 	}
 	if u.User != nil {
-		d.at(path, "URL %q carries credentials; use api_key_file instead, so they never appear in logs", redactURL(u))
+		d.at(path, "URL %q carries credentials, which would show in logs and pages; %s", redact.Default().URL(raw), credentialAdvice(path))
 	}
 }
 
-func redactURL(u *url.URL) string {
-	c := *u
-	c.User = nil
-	return c.String()
+// credentialAdvice says where credentials go instead of the URL at path:
+// each kind of URL has its own way.
+func credentialAdvice(path string) string {
+	switch {
+	case strings.HasPrefix(path, "remote_write"), strings.Contains(path, "http_sd_configs"):
+		return "use basic_auth with password_file, or authorization with credentials_file, in the same entry"
+	case strings.HasSuffix(path, ".oauth2.token_url"):
+		return "use client_id and client_secret_file instead"
+	case strings.HasSuffix(path, ".otlp_traces.endpoint"):
+		return "send them with otlp_traces.headers instead"
+	case strings.HasSuffix(path, ".server_metrics.url"):
+		return "server_metrics sends no credentials; expose the metrics without authentication, or on a network only the prober reaches"
+	case strings.HasSuffix(path, ".discover_models.url"):
+		return "the target's api_key_file (or api_key_env) and headers are sent with the model list request"
+	default:
+		return "use api_key_file (or api_key_env) instead"
+	}
+}
+
+// validateTrustedOrigins checks follow_redirects_trusted_origins: each
+// an http(s) origin, nothing more, so the trust given is no wider than
+// what the user wrote.
+func validateTrustedOrigins(d *decoder, path string, origins []string) {
+	for i, o := range origins {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		u, err := url.Parse(o)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			d.at(p, "origin %q must be scheme://host[:port] with http or https", redact.Default().URL(o))
+		case u.User != nil || u.RawQuery != "" || u.Fragment != "" || (u.Path != "" && u.Path != "/"):
+			d.at(p, "origin %q must be scheme://host[:port] only: no credentials, path, query or fragment", redact.Default().URL(o))
+		}
+	}
 }
 
 func positive(d *decoder, path string, v model.Duration) {
@@ -635,6 +677,7 @@ func sortedNames(m map[string]*Workload) []string {
 
 // resolveSecrets reads API keys; paths are relative to the config file.
 func (c *Config) resolveSecrets(d *decoder, dir string, getenv func(string) string) {
+	c.shareSecretParams()
 	for i, t := range c.Targets {
 		resolveTargetSecrets(d, fmt.Sprintf("targets[%d]", i), dir, t, getenv)
 	}
@@ -675,6 +718,21 @@ func resolveTargetSecrets(d *decoder, path, dir string, t *Target, getenv func(s
 		t.TLSConfig.SetDirectory(dir)
 	}
 	resolveHTTPClient(d, path, dir, t)
+}
+
+// shareSecretParams gives every target and module secret_query_params,
+// which the drivers need to redact their errors.
+func (c *Config) shareSecretParams() {
+	for _, t := range c.Targets {
+		if t != nil {
+			t.secretParams = c.SecretQueryParams
+		}
+	}
+	for _, m := range c.Modules {
+		if m != nil {
+			m.secretParams = c.SecretQueryParams
+		}
+	}
 }
 
 // Load reads, decodes, defaults, validates and resolves the config file.
@@ -739,11 +797,21 @@ func (c *Config) Marshal() ([]byte, error) {
 	if err := enc.Close(); err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	// The structure masked what it knows to be secret; the policy masks
+	// what hides in free text: a URL's userinfo or secret query
+	// parameters, in any URL of any section.
+	return []byte(c.Policy().String(buf.String())), nil
 }
 
-// redacted is a copy of c for printing: header values that look like
-// credentials (Authorization, X-Api-Key, …) become <secret>, as API keys do.
+// Policy is what is secret in outputs about this configuration: the
+// default patterns and query parameters plus secret_query_params.
+func (c *Config) Policy() *redact.Policy {
+	return redact.New(c.SecretQueryParams)
+}
+
+// redacted is a copy of c for printing: every configured header value
+// becomes <secret>, as API keys do (a header is how a credential is sent
+// when the server wants its own).
 func (c *Config) redacted() *Config {
 	out := *c
 	out.Targets = make([]*Target, len(c.Targets))
@@ -752,8 +820,8 @@ func (c *Config) redacted() *Config {
 		if len(t.Headers) > 0 {
 			ct.Headers = make(map[string]string, len(t.Headers))
 			for k, v := range t.Headers {
-				if v != "" && probe.SensitiveHeader(k) {
-					v = redactedMarker
+				if v != "" {
+					v = redact.Mask
 				}
 				ct.Headers[k] = v
 			}
@@ -800,6 +868,7 @@ func (t *Target) DriverOptions() probe.TargetOptions {
 		Model:                 t.Model,
 		Headers:               t.Headers,
 		BearerToken:           string(t.APIKey),
+		SecretQueryParams:     slices.Clone(t.secretParams),
 		NewConnectionPerProbe: t.NewConnectionPerProbe,
 		StreamIdleTimeout:     time.Duration(t.StreamIdleTimeout),
 		MaxResponseBytes:      t.MaxResponseBytes,

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/common/model"
 	"gopkg.in/yaml.v3"
 
+	"github.com/llm-prober/llm-prober/internal/redact"
 	"github.com/llm-prober/llm-prober/probe"
 )
 
@@ -416,13 +417,13 @@ func (m *Module) Instantiate(name, endpoint string) (*Target, error) {
 	case err != nil:
 		// Not err itself: url.Error repeats the whole URL, credentials
 		// and all.
-		return nil, fmt.Errorf("target %q is not a valid URL; want scheme://host:port[/path]", clip(endpoint))
+		return nil, fmt.Errorf("target %q is not a valid URL; want scheme://host:port[/path]", clip(redact.Default().String(endpoint)))
 	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, m.refusedFor(redactURL(u), "it must use http or https")
+		return nil, m.refusedFor(redact.Default().URL(endpoint), "it must use http or https")
 	case u.Host == "":
-		return nil, fmt.Errorf("target %q has no host", clip(endpoint))
+		return nil, fmt.Errorf("target %q has no host", clip(redact.Default().URL(endpoint)))
 	case u.User != nil:
-		return nil, m.refusedFor(redactURL(u), "it carries credentials; give them to the module instead")
+		return nil, m.refusedFor(redact.Default().URL(endpoint), "it carries credentials; give them to the module instead")
 	case u.RawQuery != "" || u.ForceQuery:
 		return nil, m.refusedFor(endpoint, "it carries a query, which would let a caller add parameters to the module's requests; a server that needs one is a configured target")
 	case u.Fragment != "":
@@ -494,10 +495,12 @@ func clip(s string) string {
 type RefusedError struct{ Endpoint, Module, Reason string }
 
 func (e *RefusedError) Error() string {
+	// The endpoint comes from discovery and may carry a password.
+	ep := redact.Default().URL(e.Endpoint)
 	if e.Reason != "" {
-		return fmt.Sprintf("target %q refused by module %s whatever its allowed_targets: %s", e.Endpoint, e.Module, e.Reason)
+		return fmt.Sprintf("target %q refused by module %s whatever its allowed_targets: %s", ep, e.Module, e.Reason)
 	}
-	return fmt.Sprintf("target %q does not match module %s's allowed_targets", e.Endpoint, e.Module)
+	return fmt.Sprintf("target %q does not match module %s's allowed_targets", ep, e.Module)
 }
 
 func (m *Module) refused(endpoint string) error {

@@ -13,6 +13,7 @@ import (
 
 	promconfig "github.com/prometheus/common/config"
 
+	"github.com/llm-prober/llm-prober/internal/redact"
 	"github.com/llm-prober/llm-prober/probe"
 )
 
@@ -153,6 +154,8 @@ func validateHTTPClient(d *decoder, path string, t *Target, proto probe.Protocol
 		op := hp + ".oauth2"
 		if u, err := url.Parse(o.TokenURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			d.at(op+".token_url", "token URL must be an http or https URL with a host")
+		} else if u.User != nil {
+			d.at(op+".token_url", "URL %q carries credentials, which would show in logs and pages; %s", redact.Default().URL(o.TokenURL), credentialAdvice(op+".token_url"))
 		}
 		if o.GrantType != "" && o.GrantType != "client_credentials" && o.GrantType != oauth2JWTBearer {
 			d.at(op+".grant_type", "unknown grant type %q; want client_credentials or %s", o.GrantType, oauth2JWTBearer)
@@ -266,6 +269,7 @@ func (t *Target) effectiveTLS() promconfig.TLSConfig {
 func (t *Target) httpClientOptions(o *probe.TargetOptions) {
 	o.TLS = t.effectiveTLS()
 	o.FollowRedirects = t.FollowRedirects
+	o.TrustedRedirectOrigins = slices.Clone(t.FollowRedirectsTrustedOrigins)
 	h := t.HTTPClientConfig
 	if h == nil {
 		return

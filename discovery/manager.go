@@ -18,6 +18,7 @@ import (
 	promconfig "github.com/prometheus/common/config"
 
 	"github.com/llm-prober/llm-prober/config"
+	"github.com/llm-prober/llm-prober/internal/redact"
 )
 
 // Manager runs the discovery sources of the current configuration and
@@ -142,7 +143,7 @@ func (m *Manager) Apply(cfg *config.Config) {
 		for j, h := range td.HTTPSDConfigs {
 			s, err := m.httpSource(fmt.Sprintf("target_discovery[%d].http_sd_configs[%d]", i, j), td.Module, h)
 			if err != nil {
-				m.logger.Error("Cannot set up http_sd; its targets will not be probed", "source", s.name, "err", err)
+				m.logger.Error("Cannot set up http_sd; its targets will not be probed", "source", s.name, "err", redact.Default().Error(err))
 				continue
 			}
 			want = append(want, s)
@@ -283,7 +284,7 @@ func (m *Manager) record(s *source, groups []Group, err error) (changed, applied
 		m.failures.WithLabelValues(s.name, s.mechanism).Inc()
 		if s.state != stateDown {
 			// Logged when it starts failing, not at every refresh.
-			m.logger.Error("Discovery failed; keeping its last good targets", "source", s.name, "mechanism", s.mechanism, "targets", len(s.endpoints), "err", err)
+			m.logger.Error("Discovery failed; keeping its last good targets", "source", s.name, "mechanism", s.mechanism, "targets", len(s.endpoints), "err", redact.Default().Error(err))
 		}
 		s.state = stateDown
 		m.up.WithLabelValues(s.name, s.mechanism).Set(0)
@@ -425,7 +426,7 @@ func (m *Manager) Expand(cfg *config.Config) *config.Config {
 				m.mu.Lock()
 				if !m.refused[ep] && len(m.refused) < MaxSourceTargets {
 					m.refused[ep] = true
-					m.logger.Warn("Discovered target not probed", "source", s.name, "module", s.module, "err", err)
+					m.logger.Warn("Discovered target not probed", "source", s.name, "module", s.module, "err", redact.Default().Error(err))
 				}
 				m.mu.Unlock()
 				continue

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llm-prober/llm-prober/config"
+	"github.com/llm-prober/llm-prober/internal/redact"
 	"github.com/llm-prober/llm-prober/probe"
 )
 
@@ -194,15 +195,15 @@ func (m *Models) refresh(ctx context.Context, l *loop, lister *probe.ModelLister
 		l.failures++
 		if !l.failing {
 			logger.Warn("Cannot refresh the model list; keeping the last good list",
-				"url", lister.URL(), "models_kept", len(l.models), "err", err)
+				"url", redact.Default().URL(lister.URL()), "models_kept", len(l.models), "err", redact.Default().Error(err))
 		} else {
-			logger.Debug("Model list still failing", "url", lister.URL(), "err", err)
+			logger.Debug("Model list still failing", "url", redact.Default().URL(lister.URL()), "err", redact.Default().Error(err))
 		}
 		l.failing = true
 		return
 	}
 	if l.failing {
-		logger.Info("Model list refreshed again", "url", lister.URL(), "models", len(names))
+		logger.Info("Model list refreshed again", "url", redact.Default().URL(lister.URL()), "models", len(names))
 	}
 	l.failing, l.lastOK = false, time.Now()
 	var kept []string

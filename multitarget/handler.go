@@ -24,6 +24,7 @@ import (
 
 	"github.com/llm-prober/llm-prober/config"
 	"github.com/llm-prober/llm-prober/engine"
+	"github.com/llm-prober/llm-prober/internal/redact"
 	"github.com/llm-prober/llm-prober/probe"
 )
 
@@ -183,7 +184,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Every log line of this probe goes to the debug answer as well as
 	// the daemon's log (at the daemon's level there).
 	logs := &lockedBuffer{}
-	logger := slog.New(teeHandler{h.logger.Handler(), slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})}).
+	logger := slog.New(teeHandler{h.logger.Handler(), redact.NewHandler(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}), nil)}).
 		With("module", moduleName, "endpoint", target)
 	p, err := engine.Open(cfg, t, pc, logger)
 	if err != nil {

@@ -1,12 +1,14 @@
 package probe
 
 import (
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/llm-prober/llm-prober/internal/redact"
 )
 
 // Guards against hostile or broken servers that the HTTP drivers share, and
@@ -18,70 +20,29 @@ import (
 const DefaultMaxRedirects = 5
 
 // SensitiveHeader reports whether a header name looks like it carries a
-// credential (Authorization, X-Api-Key, Cookie, …). Such values are
-// redacted from probe errors and from the printed configuration.
-func SensitiveHeader(name string) bool { return sensitiveHeader(name) }
+// credential (Authorization, X-Api-Key, Cookie, …).
+func SensitiveHeader(name string) bool { return redact.SensitiveHeader(name) }
 
-// credentialParts returns the strings to redact for one credential header
-// value: the value itself, its credential after an auth scheme ("Basic x",
-// "Bearer x"), and for Basic the decoded user:password and password, so a
-// server that echoes the header in any of these forms does not leak it.
-func credentialParts(value string) []string {
-	out := []string{value}
-	scheme, cred, ok := strings.Cut(strings.TrimSpace(value), " ")
-	if !ok {
-		return out
+// targetPolicy is what is secret for a target: its API key, configured
+// header values (redact.HeaderSecret), its URL's password,
+// http_client_config's inline secrets, and the query parameters named as
+// secret.
+func targetPolicy(opts TargetOptions) *redact.Policy {
+	secrets := httpClientSecrets(opts)
+	if opts.BearerToken != "" {
+		secrets = append(secrets, opts.BearerToken)
 	}
-	cred = strings.TrimSpace(cred)
-	if len(cred) >= 4 {
-		out = append(out, cred)
-	}
-	if strings.EqualFold(scheme, "Basic") {
-		if dec, err := base64.StdEncoding.DecodeString(cred); err == nil && utf8.Valid(dec) {
-			if _, pw, ok := strings.Cut(string(dec), ":"); ok && len(pw) >= 4 {
-				out = append(out, string(dec), pw)
-			}
+	for k, v := range opts.Headers {
+		if redact.HeaderSecret(k, v) {
+			secrets = append(secrets, v)
 		}
 	}
-	return out
-}
-
-// minRedactedPrefix: a secret cut by the error-message length bound leaves
-// a prefix before the "…"; prefixes from this length on are redacted too.
-const minRedactedPrefix = 4
-
-// redactString replaces every secret in msg with <secret>, including a
-// secret that sanitize cut short (a prefix of it right before "…").
-func redactString(msg string, secrets []string) string {
-	for _, s := range secrets {
-		if s != "" {
-			msg = strings.ReplaceAll(msg, s, "<secret>")
+	if u, err := url.Parse(opts.URL); err == nil {
+		if p, ok := u.User.Password(); ok && p != "" {
+			secrets = append(secrets, p)
 		}
 	}
-	if !strings.Contains(msg, "…") {
-		return msg
-	}
-	var b strings.Builder
-	rest := msg
-	for {
-		i := strings.Index(rest, "…")
-		if i < 0 {
-			b.WriteString(rest)
-			return b.String()
-		}
-		head := rest[:i]
-		for _, s := range secrets {
-			for n := min(len(s)-1, len(head)); n >= minRedactedPrefix; n-- {
-				if strings.HasSuffix(head, s[:n]) {
-					head = head[:len(head)-n] + "<secret>"
-					break
-				}
-			}
-		}
-		b.WriteString(head)
-		b.WriteString("…")
-		rest = rest[i+len("…"):]
-	}
+	return redact.New(opts.SecretQueryParams, secrets...)
 }
 
 // errRedirect: a redirect that follow_redirects does not follow.
@@ -117,12 +78,26 @@ func (ex *exchange) checkBody(r *Result) bool {
 
 // checkRedirect is the redirect policy of a target: by default none is
 // followed (the 3xx becomes a protocol_error naming the Location); with
-// follow_redirects, at most DefaultMaxRedirects, only to http(s). net/http
-// drops Authorization and other credentials when a redirect leaves the
-// original host, and re-sends the body on 307 and 308.
-func checkRedirect(follow bool) func(*http.Request, []*http.Request) error {
-	if !follow {
+// follow_redirects, at most DefaultMaxRedirects, only to http(s). A
+// redirect to another origin (scheme, host or port) than the target's is
+// sent without any credential the target adds (Authorization, whether
+// from the API key or http_client_config, every configured header, and
+// any header named like a credential) unless opts trust that origin.
+// net/http alone would keep them for a subdomain or another port, and
+// custom headers everywhere. net/http re-sends the body on 307 and 308.
+func checkRedirect(opts TargetOptions) func(*http.Request, []*http.Request) error {
+	if !opts.FollowRedirects {
 		return func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	}
+	trusted := make([]string, 0, len(opts.TrustedRedirectOrigins))
+	for _, o := range opts.TrustedRedirectOrigins {
+		if u, err := url.Parse(o); err == nil {
+			trusted = append(trusted, Origin(u))
+		}
+	}
+	configured := make([]string, 0, len(opts.Headers))
+	for k := range opts.Headers {
+		configured = append(configured, http.CanonicalHeaderKey(k))
 	}
 	return func(req *http.Request, via []*http.Request) error {
 		if len(via) > DefaultMaxRedirects {
@@ -131,6 +106,32 @@ func checkRedirect(follow bool) func(*http.Request, []*http.Request) error {
 		if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
 			return fmt.Errorf("%w: redirect to scheme %q", errRedirect, req.URL.Scheme)
 		}
+		o := Origin(req.URL)
+		if o == Origin(via[0].URL) || slices.Contains(trusted, o) {
+			return nil
+		}
+		for k := range req.Header {
+			ck := http.CanonicalHeaderKey(k)
+			if ck == "Authorization" || ck == "Cookie" || slices.Contains(configured, ck) || redact.SensitiveHeader(ck) {
+				delete(req.Header, k)
+			}
+		}
 		return nil
 	}
+}
+
+// Origin is u's scheme://host:port, lower case, with the scheme's
+// default port written out, so that two spellings of one origin compare
+// equal.
+func Origin(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		switch strings.ToLower(u.Scheme) {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
+	}
+	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Hostname()) + ":" + port
 }

@@ -15,6 +15,8 @@ import (
 
 	promconfig "github.com/prometheus/common/config"
 	"golang.org/x/oauth2"
+
+	"github.com/llm-prober/llm-prober/internal/redact"
 )
 
 // This file is the HTTP drivers' part of Prometheus' http_client_config:
@@ -62,7 +64,7 @@ func setProxy(tr *http.Transport, opts TargetOptions) {
 func httpClientSecrets(opts TargetOptions) []string {
 	var out []string
 	add := func(s string) {
-		if len(s) >= minRedactedPrefix {
+		if len(s) >= redact.MinSecretLen {
 			out = append(out, s)
 		}
 	}
@@ -82,14 +84,14 @@ func httpClientSecrets(opts TargetOptions) []string {
 		}
 		for _, vs := range pc.ProxyConnectHeader {
 			for _, v := range vs {
-				out = append(out, credentialParts(string(v))...)
+				out = append(out, redact.CredentialParts(string(v))...)
 			}
 		}
 		if u := pc.ProxyURL.URL; u != nil {
 			if p, ok := u.User.Password(); ok && p != "" {
 				// Sent as Proxy-Authorization: Basic base64(user:password).
 				basic := base64.StdEncoding.EncodeToString([]byte(u.User.Username() + ":" + p))
-				out = append(out, credentialParts("Basic "+basic)...)
+				out = append(out, redact.CredentialParts("Basic "+basic)...)
 				add(p)
 			}
 		}
@@ -191,7 +193,7 @@ func (a *authorizer) remember(secrets ...string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, s := range secrets {
-		if len(s) < minRedactedPrefix {
+		if len(s) < redact.MinSecretLen {
 			continue
 		}
 		if i := slices.Index(a.seen, s); i >= 0 {
@@ -283,7 +285,7 @@ func (a *authorizer) run(req *http.Request) (http.Header, error) {
 		}
 	}
 	for _, v := range added.Values("Authorization") {
-		a.remember(credentialParts(v)...)
+		a.remember(redact.CredentialParts(v)...)
 	}
 	return added, nil
 }

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +21,8 @@ import (
 	"time"
 
 	promconfig "github.com/prometheus/common/config"
+
+	"github.com/llm-prober/llm-prober/internal/redact"
 )
 
 // This file is the HTTP half shared by every HTTP-based driver: one
@@ -62,7 +63,8 @@ type httpTarget struct {
 	fresh   *http.Client
 	freshTr *http.Transport
 	logger  *slog.Logger
-	secrets []string
+	// policy is what is secret for this target (targetPolicy).
+	policy *redact.Policy
 	// auth runs http_client_config's authentication, when configured.
 	auth *authorizer
 }
@@ -108,37 +110,14 @@ func newHTTPTarget(opts TargetOptions, logger *slog.Logger) (*httpTarget, error)
 		// A redirect on a POST to an inference API is a misconfigured URL;
 		// following it would hide that and change what is measured.
 		// follow_redirects turns it on for a target that needs it.
-		CheckRedirect: checkRedirect(opts.FollowRedirects),
+		CheckRedirect: checkRedirect(opts),
 	}
 	freshTr := tr.Clone()
 	freshTr.DisableKeepAlives = true
 	fresh := &http.Client{Transport: freshTr, CheckRedirect: client.CheckRedirect}
 	t := &httpTarget{opts: opts, base: base, client: client, tr: tr, fresh: fresh, freshTr: freshTr, logger: logger,
-		auth: newAuthorizer(opts, dialer), secrets: httpClientSecrets(opts)}
-	if opts.BearerToken != "" {
-		t.secrets = append(t.secrets, opts.BearerToken)
-	}
-	for k, v := range opts.Headers {
-		if v != "" && sensitiveHeader(k) {
-			t.secrets = append(t.secrets, credentialParts(v)...)
-		}
-	}
-	if p, ok := base.User.Password(); ok && p != "" {
-		t.secrets = append(t.secrets, p)
-	}
+		auth: newAuthorizer(opts, dialer), policy: targetPolicy(opts)}
 	return t, nil
-}
-
-// sensitiveHeader guesses which custom headers carry credentials, so their
-// values are redacted from errors too.
-func sensitiveHeader(name string) bool {
-	n := strings.ToLower(name)
-	for _, s := range []string{"auth", "key", "token", "secret", "cookie", "password"} {
-		if strings.Contains(n, s) {
-			return true
-		}
-	}
-	return false
 }
 
 func (t *httpTarget) close() {
@@ -180,28 +159,15 @@ func begin(req *Request) (*Request, *Result) {
 // the returned error no longer unwraps to the original (whose message holds
 // the secret) but still answers errors.Is for it.
 func (t *httpTarget) redact(err error) error {
-	secrets := t.secrets
+	if err == nil {
+		return nil
+	}
+	p := t.policy
 	if t.auth != nil {
-		secrets = append(slices.Clip(secrets), t.auth.secrets()...)
+		p = p.With(t.auth.secrets()...)
 	}
-	if err == nil || len(secrets) == 0 {
-		return err
-	}
-	msg := err.Error()
-	red := redactString(msg, secrets)
-	if red == msg {
-		return err
-	}
-	return &redactedError{msg: red, orig: err}
+	return p.Error(err)
 }
-
-type redactedError struct {
-	msg  string
-	orig error
-}
-
-func (e *redactedError) Error() string        { return e.msg }
-func (e *redactedError) Is(target error) bool { return errors.Is(e.orig, target) }
 
 // exchange is one request/response in flight.
 type exchange struct {

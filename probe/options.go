@@ -71,6 +71,13 @@ type TargetOptions struct {
 	// FollowRedirects follows up to DefaultMaxRedirects HTTP redirects;
 	// by default a 3xx answer is a protocol_error.
 	FollowRedirects bool
+	// TrustedRedirectOrigins are the origins (scheme://host:port) a
+	// redirect may go to with the target's credentials; a redirect to any
+	// other origin is sent without them.
+	TrustedRedirectOrigins []string
+	// SecretQueryParams are query parameters whose values are secret,
+	// besides redact.DefaultQueryParams.
+	SecretQueryParams []string
 
 	// The rest is Prometheus' HTTP client configuration
 	// (http_client_config), for the HTTP drivers only.

@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/llm-prober/llm-prober/internal/redact"
 	"github.com/llm-prober/llm-prober/internal/tritonpb"
 )
 
@@ -66,8 +67,8 @@ type tritonGRPCDriver struct {
 	conn     *grpc.ClientConn
 	trace    *connTrace // conn's attempts
 	md       metadata.MD
-	// secrets are redacted from errors, as for the HTTP drivers.
-	secrets []string
+	// policy redacts errors, as for the HTTP drivers.
+	policy *redact.Policy
 
 	dialErr lastError
 
@@ -144,14 +145,11 @@ func newTritonGRPCDriver(opts TargetOptions, logger *slog.Logger) (Driver, error
 			continue // HTTP/2 :authority is not a metadata key
 		}
 		d.md.Set(k, v)
-		if v != "" && sensitiveHeader(k) {
-			d.secrets = append(d.secrets, credentialParts(v)...)
-		}
 	}
 	if opts.BearerToken != "" {
 		d.md.Set("authorization", "Bearer "+opts.BearerToken)
-		d.secrets = append(d.secrets, opts.BearerToken)
 	}
+	d.policy = targetPolicy(opts)
 	if !opts.NewConnectionPerProbe {
 		if d.conn, d.trace, err = d.newConn(); err != nil {
 			return nil, err
@@ -186,10 +184,7 @@ func (d *tritonGRPCDriver) Close() {
 }
 
 func (d *tritonGRPCDriver) redact(err error) error {
-	if err == nil || len(d.secrets) == 0 {
-		return err
-	}
-	return (&httpTarget{secrets: d.secrets}).redact(err)
+	return d.policy.Error(err)
 }
 
 func (d *tritonGRPCDriver) done(r *Result) {

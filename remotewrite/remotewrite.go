@@ -3,15 +3,18 @@ package remotewrite
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +24,7 @@ import (
 	"github.com/prometheus/common/version"
 
 	"github.com/llm-prober/llm-prober/config"
+	"github.com/llm-prober/llm-prober/internal/redact"
 )
 
 // metrics are the remote writes' own, labelled by the receiver's URL
@@ -105,7 +109,7 @@ func (m *Manager) Apply(cfg *config.Config) {
 		}
 		w, err := m.newWriter(rw, ext)
 		if err != nil {
-			m.logger.Error("Cannot set up remote write; its samples will not be sent", "url", redact(rw.URL), "err", err)
+			m.logger.Error("Cannot set up remote write; its samples will not be sent", "url", label(rw.URL), "err", writerPolicy(rw).Error(err))
 			continue
 		}
 		start = append(start, w)
@@ -145,8 +149,9 @@ func externalLabels(m map[string]string) []Label {
 	return ls
 }
 
-// redact is a URL for labels and logs: no credentials, no query.
-func redact(raw string) string {
+// label is a URL for the metrics' url label and logs: no credentials, no
+// query (stable across key rotations, and never a secret).
+func label(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "<invalid URL>"
@@ -171,6 +176,9 @@ type writer struct {
 	q        *queue
 	// zbuf is the compressed request, reused by the one send loop.
 	zbuf []byte
+	// policy masks the receiver's credentials in errors: a receiver's
+	// 4xx body may quote the request's headers.
+	policy *redact.Policy
 
 	cancel context.CancelFunc
 	// flush, when closed, ends the gather loop and asks the send loop to
@@ -187,10 +195,10 @@ func (m *Manager) newWriter(rw *config.RemoteWrite, ext []Label) (*writer, error
 	if err != nil {
 		return nil, err
 	}
-	label := redact(rw.URL)
+	label := label(rw.URL)
 	w := &writer{
 		cfg: rw, external: ext, label: label, client: client, gatherer: m.gatherer, m: m.metrics,
-		logger: m.logger.With("url", label), q: newQueue(rw.QueueConfig.Capacity),
+		logger: m.logger.With("url", label), q: newQueue(rw.QueueConfig.Capacity), policy: writerPolicy(rw),
 	}
 	w.m.capacity.WithLabelValues(label).Set(float64(rw.QueueConfig.Capacity))
 	w.m.sent.WithLabelValues(label)
@@ -287,7 +295,7 @@ func (w *writer) sendLoop() {
 				// Resending what the receiver refuses would block
 				// everything behind it forever.
 				w.m.dropped.WithLabelValues(w.label, "rejected").Add(float64(len(batch)))
-				w.logger.Error("Remote write receiver rejected samples; dropping them", "samples", len(batch), "err", err)
+				w.logger.Error("Remote write receiver rejected samples; dropping them", "samples", len(batch), "err", w.policy.Error(err))
 			} else {
 				w.m.sent.WithLabelValues(w.label).Add(float64(len(batch)))
 				w.m.lastSend.WithLabelValues(w.label).SetToCurrentTime()
@@ -302,7 +310,7 @@ func (w *writer) sendLoop() {
 		default:
 			w.m.failed.WithLabelValues(w.label).Inc()
 			if !failing {
-				w.logger.Error("Remote write failing; retrying with backoff, queueing up to the queue's capacity", "capacity", qc.Capacity, "err", err)
+				w.logger.Error("Remote write failing; retrying with backoff, queueing up to the queue's capacity", "capacity", qc.Capacity, "err", w.policy.Error(err))
 			}
 			failing = true
 			t := time.NewTimer(backoff)
@@ -349,4 +357,61 @@ func (w *writer) send(body []byte) error {
 	default:
 		return fmt.Errorf("HTTP %s: %s", resp.Status, bytes.TrimSpace(msg))
 	}
+}
+
+// writerPolicy is what is secret for a receiver: its inline credentials,
+// those in files (read now, as the client reads them per request), every
+// configured header value, the password in its URL and proxy URL.
+func writerPolicy(rw *config.RemoteWrite) *redact.Policy {
+	var secrets []string
+	file := func(name string) {
+		if name == "" {
+			return
+		}
+		if b, err := os.ReadFile(name); err == nil {
+			secrets = append(secrets, strings.TrimSpace(string(b)))
+		}
+	}
+	h := rw.HTTPClientConfig
+	if b := h.BasicAuth; b != nil {
+		secrets = append(secrets, string(b.Password))
+		file(b.PasswordFile)
+		if b.Username != "" && b.Password != "" {
+			secrets = append(secrets, "Basic "+base64.StdEncoding.EncodeToString([]byte(string(b.Username)+":"+string(b.Password))))
+		}
+	}
+	if a := h.Authorization; a != nil {
+		secrets = append(secrets, string(a.Credentials))
+		file(a.CredentialsFile)
+	}
+	if o := h.OAuth2; o != nil {
+		secrets = append(secrets, string(o.ClientSecret))
+		file(o.ClientSecretFile)
+	}
+	if hh := h.HTTPHeaders; hh != nil {
+		for name, hd := range hh.Headers {
+			for _, v := range hd.Secrets {
+				secrets = append(secrets, string(v))
+			}
+			for _, v := range hd.Values {
+				if redact.HeaderSecret(name, v) {
+					secrets = append(secrets, v)
+				}
+			}
+			for _, f := range hd.Files {
+				file(f)
+			}
+		}
+	}
+	if u, err := url.Parse(rw.URL); err == nil {
+		if p, ok := u.User.Password(); ok {
+			secrets = append(secrets, p)
+		}
+	}
+	if u := h.ProxyURL.URL; u != nil {
+		if p, ok := u.User.Password(); ok {
+			secrets = append(secrets, p)
+		}
+	}
+	return redact.New(nil, secrets...)
 }

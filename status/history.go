@@ -9,6 +9,7 @@ import (
 
 	"github.com/llm-prober/llm-prober/engine"
 	"github.com/llm-prober/llm-prober/internal/display"
+	"github.com/llm-prober/llm-prober/internal/redact"
 	"github.com/llm-prober/llm-prober/internal/stats"
 	"github.com/llm-prober/llm-prober/probe"
 )
@@ -329,7 +330,15 @@ func NewRecord(info HistoryProbe, req *probe.Request, res *probe.Result) Record 
 		}
 	}
 	if res.Err != nil {
-		r.Err = display.Cut(res.Err.Error(), MaxHistoryErrorBytes)
+		// Redacted by the driver already; the default patterns once more,
+		// since this is shown on pages. Only over what can be shown (with
+		// room for a secret straddling the bound): a server's error may be
+		// megabytes.
+		msg := res.Err.Error()
+		if len(msg) > 2*MaxHistoryErrorBytes {
+			msg = msg[:2*MaxHistoryErrorBytes]
+		}
+		r.Err = display.Cut(redact.Default().String(msg), MaxHistoryErrorBytes)
 	}
 	if len(res.AssertionFailures) > 0 {
 		f := res.AssertionFailures[0]

@@ -7,6 +7,7 @@ import (
 
 	"github.com/llm-prober/llm-prober/config"
 	"github.com/llm-prober/llm-prober/internal/alertmodel"
+	"github.com/llm-prober/llm-prober/internal/redact"
 )
 
 // checkConfig validates each file and prints every problem found, so a CI
@@ -19,7 +20,9 @@ func checkConfig(files []string, print bool, stdout, stderr io.Writer) int {
 	for _, f := range files {
 		cfg, err := config.Load(f)
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: FAILED\n%v\n", f, err)
+			// Messages quote values from the file; one that escaped
+			// the validators' own redaction must not print a secret.
+			fmt.Fprintf(stderr, "%s: FAILED\n%v\n", f, redact.Default().Error(err))
 			code = 1
 			continue
 		}

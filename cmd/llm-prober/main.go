@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/llm-prober/llm-prober/bench"
+	"github.com/llm-prober/llm-prober/internal/redact"
 	"github.com/llm-prober/llm-prober/internal/webroute"
 	"github.com/llm-prober/llm-prober/shard"
 	"github.com/llm-prober/llm-prober/simulator"
@@ -133,7 +135,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	c.logCfg.Writer = stderr
-	logger := promslog.New(c.logCfg)
+	// Every subcommand's logs pass the redaction policy (internal/redact).
+	logger := slog.New(redact.NewHandler(promslog.New(c.logCfg).Handler(), nil))
 
 	switch cmd {
 	case c.checkCmd.FullCommand():

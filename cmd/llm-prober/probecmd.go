@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/llm-prober/llm-prober/engine"
+	"github.com/llm-prober/llm-prober/internal/redact"
 	"github.com/llm-prober/llm-prober/probe"
 )
 
@@ -18,10 +20,16 @@ import (
 func probeOnce(ctx context.Context, configFile, targetName, probeName string, logger *slog.Logger, stdout, stderr io.Writer) int {
 	p, err := engine.Load(configFile, targetName, probeName, logger)
 	if err != nil {
-		fmt.Fprintf(stderr, "llm-prober: %v\n", err)
+		// The error may name the target's URL, query string included.
+		fmt.Fprintf(stderr, "llm-prober: %v\n", redact.Default().Error(err))
 		return 1
 	}
 	defer p.Close()
+	// The report quotes the server's answers: one last pass of the
+	// configuration's policy over all of it.
+	out := &redactingWriter{w: stdout, p: p.Config.Policy()}
+	defer out.flush()
+	stdout = out
 	if p.Sequence() {
 		return probeSequence(ctx, p.Probe, stdout, stderr)
 	}
@@ -97,5 +105,32 @@ func warmColdLine(session bool, cold, warm time.Duration) string {
 		return head + fmt.Sprintf(" (above %.1f: the prefix cache does not help; LLMProbePrefixCacheNotHitting would fire)", prefixNotHittingRatio)
 	default:
 		return head + fmt.Sprintf(" (at most %.1f: the prefix cache helps)", prefixNotHittingRatio)
+	}
+}
+
+// redactingWriter passes text through a redaction policy line by line:
+// a secret is never split across two writes' worth of masking.
+type redactingWriter struct {
+	w   io.Writer
+	p   *redact.Policy
+	buf []byte
+}
+
+func (r *redactingWriter) Write(b []byte) (int, error) {
+	r.buf = append(r.buf, b...)
+	if i := bytes.LastIndexByte(r.buf, '\n'); i >= 0 {
+		_, err := io.WriteString(r.w, r.p.String(string(r.buf[:i+1])))
+		r.buf = append(r.buf[:0], r.buf[i+1:]...)
+		if err != nil {
+			return 0, err
+		}
+	}
+	return len(b), nil
+}
+
+func (r *redactingWriter) flush() {
+	if len(r.buf) > 0 {
+		_, _ = io.WriteString(r.w, r.p.String(string(r.buf)))
+		r.buf = r.buf[:0]
 	}
 }

@@ -9,9 +9,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,12 +37,27 @@ const (
 	plantedToken        = "planted-oauth-token-11223"
 	plantedProxyPass    = "planted-proxy-pw-44556"
 	plantedConnect      = "planted-connect-hdr-77889"
+	// One per leak of issue 27: the API key and a custom credential header
+	// of a target redirected to another origin; a password in
+	// oauth2.token_url; a remote-write password a receiver echoes; tokens
+	// in the query of a target URL, a server_metrics URL and a /probe
+	// target; a discovered endpoint's password.
+	plantedRedirectKey = "planted-redirect-key-31415"
+	plantedRedirectHdr = "planted-redirect-hdr-27182"
+	plantedTokenURLPw  = "planted-tokenurl-pw-16180"
+	plantedRWPassword  = "planted-rw-pw-14142"
+	plantedQueryKey    = "planted-query-key-17320"
+	plantedSMToken     = "planted-sm-token-22360"
+	plantedProbeQuery  = "planted-probeq-key-26457"
+	plantedDiscPw      = "planted-disc-pw-24494"
 )
 
 var (
 	plantedBasic      = base64.StdEncoding.EncodeToString([]byte("prober:" + plantedPassword))
 	plantedHCCBasic   = base64.StdEncoding.EncodeToString([]byte("prober:" + plantedHCCPassword))
 	plantedProxyBasic = base64.StdEncoding.EncodeToString([]byte("egress:" + plantedProxyPass))
+	plantedRWBasic    = base64.StdEncoding.EncodeToString([]byte("rw:" + plantedRWPassword))
+	plantedTokenBasic = base64.StdEncoding.EncodeToString([]byte("client:" + plantedTokenURLPw))
 )
 
 // forbidden are the strings no output may contain: each secret in every
@@ -49,7 +66,9 @@ var (
 func forbidden() []string {
 	out := []string{plantedAPIKey, plantedAPIKey[:10], plantedPassword, plantedPassword[:10], plantedBasic, plantedBasic[:12],
 		"prober:" + plantedPassword, plantedHeader, plantedHeader[:10]}
-	for _, s := range []string{plantedHCCPassword, plantedCredFile, plantedClientSecret, plantedToken, plantedProxyPass, plantedConnect, plantedHCCBasic, plantedProxyBasic} {
+	for _, s := range []string{plantedHCCPassword, plantedCredFile, plantedClientSecret, plantedToken, plantedProxyPass, plantedConnect, plantedHCCBasic, plantedProxyBasic,
+		plantedRedirectKey, plantedRedirectHdr, plantedTokenURLPw, plantedRWPassword, plantedQueryKey, plantedSMToken, plantedProbeQuery, plantedDiscPw,
+		plantedRWBasic, plantedTokenBasic} {
 		out = append(out, s, s[:12])
 	}
 	return out
@@ -288,6 +307,181 @@ func TestSecretsNeverLeak(t *testing.T) {
 		assertNoSecrets(t, "probe --target="+tg, out)
 		if !strings.Contains(out, "<secret>") {
 			t.Errorf("probe %s: the echoed credential should show as <secret>:\n%s", tg, out)
+		}
+	}
+	t.Run("issue27", testIssue27Leaks)
+}
+
+// headerEcho records every request's headers and answers status with
+// all of them quoted back, as a careless receiver or gateway does.
+type headerEcho struct {
+	url  string
+	mu   sync.Mutex
+	seen strings.Builder
+}
+
+func startHeaderEcho(t *testing.T, status int) *headerEcho {
+	t.Helper()
+	e := &headerEcho{}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		var b strings.Builder
+		_ = r.Header.Write(&b)
+		e.mu.Lock()
+		e.seen.WriteString(r.URL.String() + "\n" + b.String())
+		e.mu.Unlock()
+		http.Error(w, "refused; you sent:\n"+b.String(), status)
+	}))
+	t.Cleanup(ts.Close)
+	e.url = ts.URL
+	return e
+}
+
+func (e *headerEcho) headers() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.seen.String()
+}
+
+// issue27Config plants one distinct secret per leak of issue 27.
+func issue27Config(origin, echo, rw, sdFile, keyFile string) string {
+	return fmt.Sprintf(`targets:
+  - name: redirected
+    protocol: openai_chat
+    url: %[1]s
+    model: m
+    api_key_file: %[9]s
+    headers: {X-Auth-Token: %[5]s}
+    follow_redirects: true
+    probes: [{name: p, schedule: {every: 200ms}}]
+  - name: query
+    protocol: openai_chat
+    url: %[2]s/plain?api_key=%[6]s
+    model: m
+    server_metrics: {url: "%[2]s/plain/metrics?token=%[7]s", kind: vllm, timeout: 1s}
+    probes: [{name: p, schedule: {every: 200ms}}]
+modules:
+  chat:
+    protocol: openai_chat
+    model: m
+    allowed_targets: '%[2]s/plain.*'
+    probes: [{name: p, schedule: {every: 1h}}]
+target_discovery:
+  - module: chat
+    file_sd_configs: [{files: [%[4]s], refresh_interval: 1s}]
+remote_write:
+  - url: %[3]s/api/v1/write
+    interval: 1s
+    basic_auth: {username: rw, password: %[8]s}
+workloads:
+  default: {max_tokens: 4}
+`, origin, echo, rw, sdFile, plantedRedirectHdr, plantedQueryKey, plantedSMToken, plantedRWPassword, keyFile)
+}
+
+// testIssue27Leaks: each leak of issue 27, with its own secret, through
+// every output: debug logs, /metrics, /config, the status pages,
+// /probe?debug=true, check-config (--print), the probe subcommand and
+// bench's JSON, CSV, HTML, request export and stdout.
+func testIssue27Leaks(t *testing.T) {
+	echo := echoServer(t)
+	// 1: the target redirects (307) to another port of the same host,
+	// which must get neither the API key nor the X-Auth-Token header.
+	elsewhere := startHeaderEcho(t, http.StatusUnauthorized)
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		http.Redirect(w, r, elsewhere.url+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(origin.Close)
+	// 3: a remote-write receiver answering 400 with the request's headers.
+	receiver := startHeaderEcho(t, http.StatusBadRequest)
+	// 5: a discovered endpoint with a password, refused by the module.
+	dir := t.TempDir()
+	sdFile, keyFile := filepath.Join(dir, "sd.yml"), filepath.Join(dir, "rkey")
+	testutil.WriteFile(t, keyFile, plantedRedirectKey+"\n")
+	testutil.WriteFile(t, sdFile, fmt.Sprintf("- targets: ['http://disc:%s@203.0.113.9:1/v1']\n", plantedDiscPw))
+	cfg := issue27Config(origin.URL, echo, receiver.url, sdFile, keyFile)
+	td := startDaemon(t, cfg, func(o *serveOptions) { o.historyResults = 100 })
+
+	testutil.WaitFor(t, "every leak's log line", waitTimeout, func() bool {
+		// Model-server metrics are fetched while /metrics is scraped.
+		_, _, _ = get(t, "GET", td.url+"/metrics")
+		logs := td.logs.String()
+		for _, want := range []string{"target=redirected ", "target=query ", "Remote write receiver rejected samples",
+			"Discovered target not probed", "Scraping model-server metrics failed"} {
+			if !strings.Contains(logs, want) {
+				return false
+			}
+		}
+		return strings.Count(logs, "target=redirected ") >= 3 && strings.Count(logs, "target=query ") >= 3
+	})
+	if seen := elsewhere.headers(); !strings.Contains(seen, "/v1/chat/completions") {
+		t.Errorf("the redirect never reached the other origin:\n%s", seen)
+	} else {
+		assertNoSecrets(t, "headers sent to the redirect's other origin", seen)
+	}
+	if seen := receiver.headers(); !strings.Contains(seen, "Basic ") {
+		t.Errorf("the remote-write receiver got no credentials; was the case exercised?\n%s", seen)
+	}
+
+	_, _, debug := get(t, "GET", td.url+"/probe?module=chat&debug=true&target="+url.QueryEscape(echo+"/plain?key="+plantedProbeQuery))
+	assertNoSecrets(t, "/probe?debug=true", debug)
+	if !strings.Contains(debug, "key=<secret>") {
+		t.Errorf("/probe?debug=true should show the query token as <secret>:\n%s", debug)
+	}
+	assertNoSecrets(t, "debug logs", td.logs.String())
+	for _, path := range []string{"/metrics", "/config", "/", "/probes/redirected/p", "/probes/query/p"} {
+		_, _, body := get(t, "GET", td.url+path)
+		assertNoSecrets(t, path, body)
+	}
+	if _, _, c := get(t, "GET", td.url+"/config"); !strings.Contains(c, "api_key=<secret>") || !strings.Contains(c, "token=<secret>") {
+		t.Errorf("/config should show the query tokens as <secret>:\n%s", c)
+	}
+
+	var stdout, stderr bytes.Buffer
+	for _, args := range [][]string{{"check-config", "--print", td.cfgPath}, {"check-config", td.cfgPath}} {
+		stdout.Reset()
+		stderr.Reset()
+		_ = run(context.Background(), args, &stdout, &stderr)
+		assertNoSecrets(t, strings.Join(args[:len(args)-1], " "), stdout.String()+stderr.String())
+	}
+	for _, tg := range []string{"redirected", "query"} {
+		stdout.Reset()
+		stderr.Reset()
+		_ = run(context.Background(), []string{"--log.level=debug", "probe", "--config.file=" + td.cfgPath, "--target=" + tg}, &stdout, &stderr)
+		assertNoSecrets(t, "probe --target="+tg, stdout.String()+stderr.String())
+	}
+	out := filepath.Join(dir, "bench")
+	code, bout, berr := runBenchArgs(context.Background(), t, "--log.level=debug", "--config.file", td.cfgPath, "--target", "query",
+		"--concurrency", "1", "--duration", "300ms", "--warmup", "0s",
+		"--output", out+".json", "--csv", out+".csv", "--html", out+".html", "--export-requests", out+".jsonl")
+	assertNoSecrets(t, "bench stdout and stderr", bout+berr)
+	for _, ext := range []string{".json", ".csv", ".html", ".jsonl"} {
+		b, err := os.ReadFile(out + ext)
+		if err != nil {
+			t.Errorf("bench (exit %d) wrote no %s: %v\n%s%s", code, ext, err, bout, berr)
+			continue
+		}
+		assertNoSecrets(t, "bench "+ext, string(b))
+	}
+
+	// 2: oauth2.token_url with a password is refused at load, without
+	// quoting it, by every command that loads the file.
+	tokenCfg := testutil.WriteConfig(t, fmt.Sprintf(`targets:
+  - name: oauth
+    protocol: openai_chat
+    url: %s/plain
+    model: m
+    http_client_config:
+      oauth2: {client_id: prober, client_secret: %s, token_url: "http://client:%s@127.0.0.1:1/token"}
+    probes: [{name: p, schedule: {every: 1h}}]
+`, echo, plantedClientSecret, plantedTokenURLPw), nil)
+	for _, args := range [][]string{{"check-config", "--print", tokenCfg}, {"check-config", tokenCfg}, {"probe", "--config.file=" + tokenCfg, "--target=oauth"}} {
+		stdout.Reset()
+		stderr.Reset()
+		code := run(context.Background(), args, &stdout, &stderr)
+		assertNoSecrets(t, strings.Join(args, " "), stdout.String()+stderr.String())
+		if code == 0 || !strings.Contains(stderr.String(), "token_url") {
+			t.Errorf("%v: exit %d, want the token_url refused:\n%s%s", args, code, stdout.String(), stderr.String())
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/llm-prober/llm-prober/discovery"
 	"github.com/llm-prober/llm-prober/engine"
 	"github.com/llm-prober/llm-prober/fleet"
+	"github.com/llm-prober/llm-prober/internal/redact"
 	"github.com/llm-prober/llm-prober/internal/webroute"
 	"github.com/llm-prober/llm-prober/multitarget"
 	"github.com/llm-prober/llm-prober/shard"
@@ -72,6 +74,11 @@ func newDaemon(opts serveOptions) *daemon {
 	if opts.paths.Telemetry == "" {
 		opts.paths.Telemetry = "/metrics"
 	}
+	// Every log line passes the redaction policy of the configuration in
+	// force (its secret_query_params), whoever wrote it.
+	var policy atomic.Pointer[redact.Policy]
+	policy.Store(redact.Default())
+	opts.logger = slog.New(redact.NewHandler(opts.logger.Handler(), policy.Load))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -86,6 +93,7 @@ func newDaemon(opts serveOptions) *daemon {
 		history:  status.NewHistory(opts.historyResults),
 		opts:     opts,
 	}
+	d.config.OnChange(func(c *config.Config) { policy.Store(c.Policy()) })
 	pooled := collector.NewPooledMetrics() // embedding and rerank answers
 	answers, rateLimits := collector.NewAnswerMetrics(), collector.NewRateLimitMetrics()
 	cancels := collector.NewCancelMetrics() // cancellation probes
