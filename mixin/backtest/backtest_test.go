@@ -216,7 +216,7 @@ func TestFleetTargets(t *testing.T) {
 	r := base
 	r.Episodes = []Episode{
 		ep("LLMProbeSLOErrorBudgetBurnFast", "a", 5*m, rec+2*m, false),
-		ep(FleetOutlierAlert, "a", 11*m, rec+10*m, false),
+		ep(FleetOutlierAlert, "a", 21*m, rec+10*m, false),
 	}
 	r.SiblingEpisodes = []Episode{ep("LLMProbeSLOErrorBudgetBurnSlow", "b", 30*m, 40*m, false)}
 	got := check("fleet-outlier", r)
@@ -228,7 +228,7 @@ func TestFleetTargets(t *testing.T) {
 	r = base
 	r.Episodes = []Episode{
 		ep("LLMProbeSLOErrorBudgetBurnFast", "a", 5*m, rec, false),
-		ep(FleetOutlierAlert, "a", 13*m, rec+12*m, false),
+		ep(FleetOutlierAlert, "a", 23*m, rec+12*m, false),
 	}
 	r.SiblingEpisodes = []Episode{ep(FleetOutlierAlert, "c", time.Hour, time.Hour+m, false)}
 	got = check("fleet-outlier", r)
@@ -261,10 +261,10 @@ func TestFleetTargets(t *testing.T) {
 }
 
 func TestFleetBounds(t *testing.T) {
-	if got := FleetOutlierBound(30 * time.Second); got != 12*time.Minute+30*time.Second {
+	if got := FleetOutlierBound(30 * time.Second); got != 22*time.Minute {
 		t.Errorf("FleetOutlierBound(30s) = %v", got)
 	}
-	if got := FleetOutlierBound(5 * time.Minute); got != 21*time.Minute+30*time.Second {
+	if got := FleetOutlierBound(5 * time.Minute); got != 31*time.Minute {
 		t.Errorf("FleetOutlierBound(5m) = %v", got)
 	}
 	if got := FleetResolveBound(time.Minute); got != 11*time.Minute {
