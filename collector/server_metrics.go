@@ -15,8 +15,8 @@ import (
 	promconfig "github.com/prometheus/common/config"
 	"github.com/prometheus/common/version"
 
-	"github.com/llm-prober/llm-prober/probe"
 	"github.com/llm-prober/llm-prober/internal/redact"
+	"github.com/llm-prober/llm-prober/probe"
 )
 
 // MaxServerMetricsBytes bounds what one scrape of a model server reads
