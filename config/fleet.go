@@ -491,12 +491,14 @@ func clip(s string) string {
 
 // RefusedError is an endpoint that a module refuses: one its
 // allowed_targets does not match (Reason empty), or one no pattern can
-// allow (Reason says why). Endpoint is clipped for echoing.
+// allow (Reason says why). Endpoint is redacted and clipped for echoing.
 type RefusedError struct{ Endpoint, Module, Reason string }
 
 func (e *RefusedError) Error() string {
-	// The endpoint comes from discovery and may carry a password.
-	ep := redact.Default().URL(e.Endpoint)
+	// Endpoint was redacted (it comes from discovery or a /probe caller
+	// and may carry a password) and then clipped when the error was made:
+	// redacting after the clip could grow it again.
+	ep := e.Endpoint
 	if e.Reason != "" {
 		return fmt.Sprintf("target %q refused by module %s whatever its allowed_targets: %s", ep, e.Module, e.Reason)
 	}
@@ -504,11 +506,11 @@ func (e *RefusedError) Error() string {
 }
 
 func (m *Module) refused(endpoint string) error {
-	return &RefusedError{Endpoint: clip(endpoint), Module: m.Name}
+	return &RefusedError{Endpoint: clip(redact.Default().URL(endpoint)), Module: m.Name}
 }
 
 func (m *Module) refusedFor(endpoint, reason string) error {
-	return &RefusedError{Endpoint: clip(endpoint), Module: m.Name, Reason: reason}
+	return &RefusedError{Endpoint: clip(redact.Default().URL(endpoint)), Module: m.Name, Reason: reason}
 }
 
 // DiscoveredName is the target name of endpoint found for module: readable
