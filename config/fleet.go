@@ -13,12 +13,12 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	promconfig "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
 	"gopkg.in/yaml.v3"
 
+	"github.com/llm-prober/llm-prober/internal/display"
 	"github.com/llm-prober/llm-prober/internal/redact"
 	"github.com/llm-prober/llm-prober/probe"
 )
@@ -473,21 +473,8 @@ func hasDotSegment(path string) bool {
 	return false
 }
 
-// maxEcho is how much of a caller's endpoint an error repeats: enough to
-// recognise it, not a caller's 500 KB back into a response or a log.
-const maxEcho = 256
-
-// clip is s cut to maxEcho bytes (on a character boundary) and "…".
-func clip(s string) string {
-	if len(s) <= maxEcho {
-		return s
-	}
-	n := maxEcho
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
+// clip is s as an error may echo it (display.Cut to display.MaxEchoBytes).
+func clip(s string) string { return display.Cut(s, display.MaxEchoBytes) }
 
 // RefusedError is an endpoint that a module refuses: one its
 // allowed_targets does not match (Reason empty), or one no pattern can

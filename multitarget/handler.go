@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/llm-prober/llm-prober/config"
 	"github.com/llm-prober/llm-prober/engine"
+	"github.com/llm-prober/llm-prober/internal/display"
 	"github.com/llm-prober/llm-prober/internal/redact"
 	"github.com/llm-prober/llm-prober/probe"
 )
@@ -93,21 +93,9 @@ func (h *Handler) reject(w http.ResponseWriter, reason string, code int, msg str
 	http.Error(w, msg, code)
 }
 
-// maxEcho is how much of a caller's parameter an answer repeats.
-const maxEcho = 256
-
-// clip is s cut to maxEcho bytes (on a character boundary) and "…", so
-// that an answer never echoes a caller's 500 KB back.
-func clip(s string) string {
-	if len(s) <= maxEcho {
-		return s
-	}
-	n := maxEcho
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
+// clip is s as an answer may echo it (display.Cut to
+// display.MaxEchoBytes), so that a caller's 500 KB never comes back.
+func clip(s string) string { return display.Cut(s, display.MaxEchoBytes) }
 
 // timeoutOffset is what a scrape keeps of Prometheus' timeout for
 // everything after the probe, as blackbox_exporter's --timeout-offset.

@@ -12,6 +12,11 @@ import (
 // megabytes where a line is meant.
 const MaxErrorBytes = 1024
 
+// MaxEchoBytes bounds how much of a caller's input (a /probe target,
+// module or probe name; a discovered endpoint) an error repeats: enough to
+// recognise it, not a caller's 500 KB back into a response or a log.
+const MaxEchoBytes = 256
+
 // Cut returns s as valid UTF-8 of at most n bytes, marked with "…" when
 // shortened, in its own memory.
 func Cut(s string, n int) string {
