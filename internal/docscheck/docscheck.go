@@ -46,34 +46,22 @@ func skipDir(name string) bool {
 // MarkdownFiles lists every .md file under root (slash-separated, relative
 // to root, sorted), test inputs and hidden directories left out.
 func MarkdownFiles(root string) ([]string, error) {
-	var files []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if p != root && skipDir(d.Name()) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if strings.HasSuffix(d.Name(), ".md") {
-			rel, err := filepath.Rel(root, p)
-			if err != nil {
-				return err
-			}
-			files = append(files, filepath.ToSlash(rel))
-		}
-		return nil
-	})
-	sort.Strings(files)
-	return files, err
+	return files(root, func(name string) bool { return strings.HasSuffix(name, ".md") })
 }
 
 // GoFiles lists every non-test .go file under root (slash-separated,
 // relative to root, sorted), test inputs and hidden directories left out.
 func GoFiles(root string) ([]string, error) {
-	var files []string
+	return files(root, func(name string) bool {
+		return strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go")
+	})
+}
+
+// files lists the files under root whose name keep accepts
+// (slash-separated, relative to root, sorted), skipping what skipDir
+// says holds no project files.
+func files(root string, keep func(name string) bool) ([]string, error) {
+	var found []string
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -84,17 +72,17 @@ func GoFiles(root string) ([]string, error) {
 			}
 			return nil
 		}
-		if strings.HasSuffix(d.Name(), ".go") && !strings.HasSuffix(d.Name(), "_test.go") {
+		if keep(d.Name()) {
 			rel, err := filepath.Rel(root, p)
 			if err != nil {
 				return err
 			}
-			files = append(files, filepath.ToSlash(rel))
+			found = append(found, filepath.ToSlash(rel))
 		}
 		return nil
 	})
-	sort.Strings(files)
-	return files, err
+	sort.Strings(found)
+	return found, err
 }
 
 // Block is one fenced code block.
