@@ -53,9 +53,6 @@ const (
 	// reasonAll stands for every finished request where the server
 	// counts them without a reason (SGLang).
 	reasonAll = "all"
-	// reasonOther collects finish reasons the table does not name, so a
-	// reason added upstream is counted rather than lost.
-	reasonOther = "other"
 )
 
 // serverOutput describes one normalised metric. Every series carries
