@@ -16,7 +16,8 @@ import (
 // may panic and whatever comes out must be exportable.
 func FuzzNormalise(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "server_*.prom"))
-	for _, name := range files {
+	upstream, _ := filepath.Glob(filepath.Join("testdata", "servers", "*.prom"))
+	for _, name := range append(files, upstream...) {
 		b, err := os.ReadFile(name)
 		if err != nil {
 			f.Fatal(err)
@@ -34,13 +35,16 @@ func FuzzNormalise(f *testing.F) {
 		"# TYPE x stateset\nx{x=\"a\"} 1\n",
 		"{\"vllm:utf8 name\",model_name=\"m\"} 1\n",
 		"vllm:num_requests_running{model_name=\"" + strings.Repeat("é", 200) + "\"} 1\n",
+		// A model whose vllm:* series only hide Triton's pending count.
+		"nv_inference_pending_request_count{model=\"m\"} 3\nvllm:x{model=\"m\"} NaN\n",
+		"llamacpp:prompt_tokens_cached_total +Inf\nllamacpp:prompt_tokens_total -Inf\n",
 	} {
 		f.Add([]byte(s), false)
 		f.Add([]byte(s), true)
 	}
 	c := NewServerMetrics(nil)
 	n := newNormaliser()
-	kinds := []string{KindAuto, KindVLLM, KindTriton, KindTGI, KindSGLang, KindLlamaCPP}
+	kinds := ServerKinds()
 	f.Fuzz(func(t *testing.T, body []byte, openMetrics bool) {
 		for _, kind := range kinds {
 			res, err := n.normalise(body, openMetrics, kind)

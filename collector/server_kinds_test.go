@@ -16,7 +16,7 @@ func TestServerKindTable(t *testing.T) {
 	if kinds[0] != KindAuto {
 		t.Errorf("kinds %v: want auto first", kinds)
 	}
-	for _, c := range []string{KindAuto, KindVLLM, KindTriton, KindTGI, KindSGLang, KindLlamaCPP} {
+	for _, c := range []string{KindAuto, KindVLLM, KindTriton, KindTGI, KindSGLang, KindLlamaCPP, KindTRTLLM} {
 		if !slices.Contains(kinds, c) {
 			t.Errorf("constant %q is not in the table", c)
 		}

@@ -24,6 +24,9 @@ const maxServerModels = 256
 type serverSample struct {
 	out, extra, model string
 	value             float64
+	// rule is the index, among its kind's rules, of the row that supplied
+	// the value: the fixture test proves every row fires on real bytes.
+	rule int
 }
 
 // normalisation is what one exposition yields.
@@ -318,12 +321,26 @@ func (n *normaliser) apply(fams map[string]*dto.MetricFamily, kind string) norma
 	models := map[string]bool{}
 	dropped := map[string]bool{}
 	cut := map[string]bool{}
-	for _, r := range n.rules[kind] {
+	var excluded map[string]map[string]bool // by unlessPrefix, the models it drops
+	for ri, r := range n.rules[kind] {
 		vals := make([]modelValues, len(r.sources))
 		for i, s := range r.sources {
 			vals[i] = read(fams, s, ml, r.agg, cut)
 		}
+		var drop map[string]bool
+		if r.unlessPrefix != "" {
+			if excluded == nil {
+				excluded = map[string]map[string]bool{}
+			}
+			if excluded[r.unlessPrefix] == nil {
+				excluded[r.unlessPrefix] = modelsWithPrefix(fams, r.unlessPrefix, ml)
+			}
+			drop = excluded[r.unlessPrefix]
+		}
 		for model, v := range combined(r.combine, vals) {
+			if drop[model] {
+				continue
+			}
 			if r.scale != 0 {
 				v *= r.scale
 			}
@@ -339,13 +356,29 @@ func (n *normaliser) apply(fams map[string]*dto.MetricFamily, kind string) norma
 				models[model] = true
 			}
 			taken[key] = true
-			res.samples = append(res.samples, serverSample{out: r.out, extra: r.extraValue, model: model, value: v})
+			res.samples = append(res.samples, serverSample{out: r.out, extra: r.extraValue, model: model, value: v, rule: ri})
 		}
 	}
 	res.droppedModels = len(dropped)
 	res.truncatedModels = len(cut)
 	res.samples = pairedPhases(res.samples)
 	return res
+}
+
+// modelsWithPrefix lists the model label values (bounded as read bounds
+// them) of every series in a family whose name starts with prefix.
+func modelsWithPrefix(fams map[string]*dto.MetricFamily, prefix, modelLabel string) map[string]bool {
+	out := map[string]bool{}
+	for name, f := range fams {
+		if !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			model, _ := boundLabelValue(labelValue(m, modelLabel))
+			out[model] = true
+		}
+	}
+	return out
 }
 
 // pairedPhases drops a phase's request count where the server exposes no
@@ -387,6 +420,20 @@ func combined(c combine, vals []modelValues) modelValues {
 		for m, num := range vals[0] {
 			if den, ok := vals[1][m]; ok && den > 0 {
 				out[m] = num / den
+			}
+		}
+		return out
+	case combineSumAll:
+		out := modelValues{}
+		for m := range vals[0] {
+			sum, all := 0.0, true
+			for _, mv := range vals {
+				v, ok := mv[m]
+				all = all && ok
+				sum += v
+			}
+			if all {
+				out[m] = sum
 			}
 		}
 		return out

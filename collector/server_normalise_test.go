@@ -80,10 +80,13 @@ vllm:request_success_total{engine="0",finished_reason="error",model_name="a"} 1
 		"llm_server_kv_cache_usage_ratio{,a} 0.75",
 		// b only has the old name: the rename row supplies it.
 		"llm_server_kv_cache_usage_ratio{,b} 0.5",
-		"llm_server_requests_total{success,a} 16",
-		"llm_server_requests_total{failure,a} 3",
+		// repetition is a failure, and its own finish reason.
+		"llm_server_requests_total{success,a} 15",
+		"llm_server_requests_total{failure,a} 4",
+		"llm_server_requests_finished_total{repetition,a} 1",
+		"llm_server_requests_finished_total{stop,a} 10",
 	)
-	if len(lines) != 7 {
+	if len(lines) != 12 {
 		t.Errorf("got %d series:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
 }
@@ -170,6 +173,22 @@ vllm:generation_tokens_total{model="vllm_model",version="1"} 90
 		}
 		has(t, lines, "llm_server_prompt_tokens_total{,vllm_model} 40", "llm_server_generation_tokens_total{,vllm_model} 90")
 	})
+	t.Run("vLLM backend: Triton's pending count is not the queue", func(t *testing.T) {
+		// The vLLM backend returns from execute() at once: pending stays 0
+		// while vLLM queues. The model with vllm:* series has no waiting
+		// series; another model keeps Triton's count, and a TRT-LLM
+		// waiting gauge would still win.
+		text := `
+nv_inference_pending_request_count{model="vllm_model",version="1"} 0
+nv_inference_pending_request_count{model="other",version="1"} 2
+vllm:prompt_tokens_total{model="vllm_model",version="1"} 40
+`
+		_, lines := norm(t, KindTriton, text, false)
+		has(t, lines, "llm_server_requests_waiting{,other} 2")
+		hasNo(t, lines, "llm_server_requests_waiting{,vllm_model}")
+		_, lines = norm(t, KindTriton, text+`nv_trt_llm_request_metrics{model="vllm_model",request_type="waiting",version="1"} 3`+"\n", false)
+		has(t, lines, "llm_server_requests_waiting{,vllm_model} 3")
+	})
 }
 
 func TestNormaliseTGITotalSuffix(t *testing.T) {
@@ -209,18 +228,17 @@ sglang:max_total_num_tokens{dp_rank="0",model_name="m",tp_rank="0"} 1000
 sglang:max_total_num_tokens{dp_rank="1",model_name="m",tp_rank="0"} 1000
 sglang:num_requests_total{model_name="m"} 20
 sglang:num_aborted_requests_total{model_name="m"} 4
-sglang:num_requests_total{model_name="n"} 5
 `
 	_, lines := norm(t, KindSGLang, text, false)
 	has(t, lines,
 		"llm_server_requests_running{,m} 5",
 		// No token_usage: derived from used / capacity over the DP ranks.
 		"llm_server_kv_cache_usage_ratio{,m} 0.2",
-		"llm_server_requests_total{success,m} 16",
-		"llm_server_requests_total{failure,m} 4",
-		// No abort counter for n: nothing to subtract.
-		"llm_server_requests_total{success,n} 5",
+		// Finished requests as counted; no success or failure from the
+		// abort counter, which counts abort calls, not requests.
+		"llm_server_requests_finished_total{all,m} 20",
 	)
+	hasNo(t, lines, "llm_server_requests_total")
 }
 
 func TestNormaliseOpenMetrics(t *testing.T) {
@@ -342,7 +360,7 @@ func TestServerRulesConsistent(t *testing.T) {
 		}
 		kinds[r.kind]++
 	}
-	for _, k := range []string{KindVLLM, KindTriton, KindTGI, KindSGLang, KindLlamaCPP} {
+	for _, k := range []string{KindVLLM, KindTriton, KindTGI, KindSGLang, KindLlamaCPP, KindTRTLLM} {
 		if kinds[k] == 0 {
 			t.Errorf("no rows for %s", k)
 		}

@@ -39,11 +39,13 @@ const (
 
 // simExpect is what the load did, from the simulator's ground truth.
 type simExpect struct {
-	success, failure         int
-	promptTokens, genTokens  float64
-	cachedTokens             float64
-	running, waiting         float64
-	finishedThroughTheEngine int
+	success, failure        int
+	promptTokens, genTokens float64
+	cachedTokens            float64
+	// The same, of the requests that completed: all trtllm-serve counts.
+	completedPrompt, completedGen, completedCached float64
+	running, waiting                               float64
+	finishedThroughTheEngine                       int
 }
 
 type sim struct {
@@ -131,6 +133,9 @@ func startLoadedSim(t *testing.T, naming string) (*sim, simExpect) {
 		exp.genTokens += float64(r.OutputTokens)
 		if f.fault == "" {
 			exp.success++
+			exp.completedPrompt += float64(r.PromptTokens)
+			exp.completedGen += float64(r.OutputTokens)
+			exp.completedCached += float64(r.CachedPromptTokens)
 		} else {
 			exp.failure++
 		}
@@ -238,8 +243,39 @@ func TestServerMetricsAgainstSimulator(t *testing.T) {
 				want[serverPhaseRequests+lbl(`phase="queue",`)] = float64(exp.success)
 				want[serverPhaseRequests+lbl(`phase="e2e",`)] = float64(exp.success)
 			}
-			if naming == simulator.NamingTriton || naming == simulator.NamingTGI {
+			if naming == simulator.NamingTriton || naming == simulator.NamingTGI || naming == simulator.NamingTRTLLM {
 				want[serverBatchSize+lbl("")] = exp.running
+			}
+			// SGLang has no success counter: only the finished count.
+			var absent []string
+			if naming == simulator.NamingSGLang {
+				delete(want, serverRequestsTotal+lbl(`result="success",`))
+				delete(want, serverRequestsTotal+lbl(`result="failure",`))
+				absent = append(absent, serverRequestsTotal+lbl(`result="success",`), serverRequestsTotal+lbl(`result="failure",`))
+				want[serverRequestsFinished+lbl(`reason="all",`)] = float64(exp.finishedThroughTheEngine)
+			}
+			// trtllm-serve counts only requests that finished with a
+			// reason: the error and the truncated one are nowhere.
+			if naming == simulator.NamingTRTLLM {
+				delete(want, serverRequestsTotal+lbl(`result="failure",`))
+				absent = append(absent, serverRequestsTotal+lbl(`result="failure",`))
+				want[serverPromptTokens+lbl("")] = exp.completedPrompt
+				want[serverGenerationTokens+lbl("")] = exp.completedGen
+				want[serverPrefixQueries+lbl("")] = exp.completedPrompt
+				want[serverPrefixHits+lbl("")] = exp.completedCached
+				want[serverPhaseRequests+lbl(`phase="queue",`)] = float64(exp.success)
+				want[serverPhaseRequests+lbl(`phase="e2e",`)] = float64(exp.success)
+				want[serverRequestsFinished+lbl(`reason="length",`)] = float64(exp.success)
+			}
+			if naming == simulator.NamingVLLM {
+				want[serverWaitingByReason+lbl(`reason="capacity",`)] = exp.waiting
+				want[serverWaitingByReason+lbl(`reason="deferred",`)] = 0
+				want[serverRequestsFinished+lbl(`reason="length",`)] = float64(exp.success)
+			}
+			for _, k := range absent {
+				if v, ok := got[k]; ok {
+					t.Errorf("%s = %v, want absent", k, v)
+				}
 			}
 			for k, v := range want {
 				if g, ok := got[k]; !ok || g != v {

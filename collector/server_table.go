@@ -16,11 +16,14 @@ const (
 	KindTGI      = "tgi"
 	KindSGLang   = "sglang"
 	KindLlamaCPP = "llamacpp"
+	KindTRTLLM   = "trtllm"
 )
 
 // Normalised metric names.
 const (
 	serverRequestsWaiting   = "llm_server_requests_waiting"
+	serverWaitingByReason   = "llm_server_requests_waiting_by_reason"
+	serverRequestsFinished  = "llm_server_requests_finished_total"
 	serverRequestsRunning   = "llm_server_requests_running"
 	serverKVCacheUsage      = "llm_server_kv_cache_usage_ratio"
 	serverBatchSize         = "llm_server_batch_size"
@@ -46,6 +49,10 @@ const (
 	phaseComputeOutput      = "compute_output"
 	microseconds            = 1e-6
 	labelResult, labelPhase = "result", "phase"
+	labelReason             = "reason"
+	// reasonAll stands for every finished request where the server
+	// counts them without a reason (SGLang).
+	reasonAll = "all"
 )
 
 // serverOutput describes one normalised metric. Every series carries
@@ -60,10 +67,12 @@ type serverOutput struct {
 func serverOutputs() []serverOutput {
 	return []serverOutput{
 		{serverRequestsWaiting, "Requests queued in the model server, not yet scheduled.", prometheus.GaugeValue, ""},
+		{serverWaitingByReason, "Queued requests by why they wait, where the server splits its queue (vLLM: capacity, deferred); they add up to llm_server_requests_waiting.", prometheus.GaugeValue, labelReason},
 		{serverRequestsRunning, "Requests the model server is processing (in the running batch).", prometheus.GaugeValue, ""},
 		{serverKVCacheUsage, "Fraction of the model server's KV cache in use (0..1).", prometheus.GaugeValue, ""},
 		{serverBatchSize, "Requests in the model server's current batch, where it reports one.", prometheus.GaugeValue, ""},
 		{serverRequestsTotal, "Requests the model server finished, by result as the server counts it.", prometheus.CounterValue, labelResult},
+		{serverRequestsFinished, "Requests the model server finished, by the finish reason it records (all where it records none).", prometheus.CounterValue, labelReason},
 		{serverPromptTokens, "Prompt (input) tokens the model server processed.", prometheus.CounterValue, ""},
 		{serverGenerationTokens, "Tokens the model server generated.", prometheus.CounterValue, ""},
 		{serverPhaseSeconds, "Seconds requests spent in a server-side phase, summed over requests; divide by llm_server_phase_requests_total for the mean.", prometheus.CounterValue, labelPhase},
@@ -124,10 +133,11 @@ const (
 	combineSum                       // sources[0] + sources[1] + …
 	combineRatio                     // sources[0] / sources[1], only when sources[1] > 0
 	combineDifference                // sources[0] − sources[1] − …, at least 0; missing subtrahends count as 0
+	combineSumAll                    // sources[0] + sources[1] + …, only for models every source has
 )
 
 func (c combine) String() string {
-	return [...]string{"", "sum of", "ratio of", "difference of"}[c]
+	return [...]string{"", "sum of", "ratio of", "difference of", "sum (all present) of"}[c]
 }
 
 // serverRule is one row of the normalisation table. Rules producing the same
@@ -144,6 +154,11 @@ type serverRule struct {
 	agg        aggregation
 	scale      float64 // multiplies the result when non-zero (units)
 	note       string  // why, for docs and readers of the table
+	// unlessPrefix, when set, drops the rule for every model that has a
+	// series in a family whose name starts with it: the source is known
+	// to be wrong for such a model (Triton's pending count beside the
+	// vLLM backend's vllm:* series).
+	unlessPrefix string
 }
 
 // ServerKind describes one kind of model server whose /metrics are
@@ -172,6 +187,7 @@ var serverKinds = []ServerKind{
 	{Name: KindTGI, Detect: []string{"tgi_"}, detectRank: 2},
 	{Name: KindSGLang, ModelLabel: "model_name", Detect: []string{"sglang:"}, detectRank: 1},
 	{Name: KindLlamaCPP, Detect: []string{"llamacpp:"}, detectRank: 3},
+	{Name: KindTRTLLM, ModelLabel: "model_name", Detect: []string{"trtllm_"}, detectRank: 5},
 }
 
 // ServerKindTable returns the server-kind table (a copy), auto first.
@@ -238,16 +254,32 @@ func serverRules() []serverRule {
 	// vLLM: labels model_name and, in V1, engine (data-parallel rank).
 	// Counts are summed over engines; KV usage is the fullest engine's,
 	// since that is where requests stall.
-	vllmFailed := []string{"abort", "error"}
+	//
+	// finished_reason (vllm/v1/metrics/loggers.py) is stop, length, abort,
+	// error or repetition. repetition is a request vLLM cut because its
+	// output kept repeating itself: the client got a degenerate answer, so
+	// it counts as a failure here, and it is its own reason in
+	// requests_finished_total, never folded into another.
+	vllmFailed := []string{"abort", "error", "repetition"}
 	add(
-		serverRule{kind: KindVLLM, out: serverRequestsWaiting, sources: one("vllm:num_requests_waiting")},
+		serverRule{kind: KindVLLM, out: serverRequestsWaiting, sources: one("vllm:num_requests_waiting"), note: "includes deferred requests where the server defers"},
+		serverRule{kind: KindVLLM, out: serverWaitingByReason, extraValue: "capacity",
+			sources: one("vllm:num_requests_waiting_by_reason", eq("reason", "capacity")), note: "waiting for KV cache or batch room"},
+		serverRule{kind: KindVLLM, out: serverWaitingByReason, extraValue: "deferred",
+			sources: one("vllm:num_requests_waiting_by_reason", eq("reason", "deferred")), note: "held back by the scheduler's own policy"},
 		serverRule{kind: KindVLLM, out: serverRequestsRunning, sources: one("vllm:num_requests_running")},
 		serverRule{kind: KindVLLM, out: serverKVCacheUsage, sources: one("vllm:kv_cache_usage_perc"), agg: aggMax, note: "vLLM ≥ 0.9.2"},
 		serverRule{kind: KindVLLM, out: serverKVCacheUsage, sources: one("vllm:gpu_cache_usage_perc"), agg: aggMax, note: "old name, vLLM ≤ 0.11"},
 		serverRule{kind: KindVLLM, out: serverRequestsTotal, extraValue: resultSuccess,
-			sources: one("vllm:request_success_total", ne("finished_reason", vllmFailed...)), note: "every finished_reason but abort and error"},
+			sources: one("vllm:request_success_total", ne("finished_reason", vllmFailed...)), note: "stop, length (every finished_reason but abort, error, repetition)"},
 		serverRule{kind: KindVLLM, out: serverRequestsTotal, extraValue: resultFailure,
-			sources: one("vllm:request_success_total", eq("finished_reason", vllmFailed...))},
+			sources: one("vllm:request_success_total", eq("finished_reason", vllmFailed...)), note: "abort, error, repetition"},
+	)
+	for _, reason := range []string{"stop", "length", "abort", "error", "repetition"} {
+		add(serverRule{kind: KindVLLM, out: serverRequestsFinished, extraValue: reason,
+			sources: one("vllm:request_success_total", eq("finished_reason", reason))})
+	}
+	add(
 		serverRule{kind: KindVLLM, out: serverPromptTokens, sources: one("vllm:prompt_tokens_total")},
 		serverRule{kind: KindVLLM, out: serverGenerationTokens, sources: one("vllm:generation_tokens_total")},
 		serverRule{kind: KindVLLM, out: serverPrefixQueries, sources: one("vllm:prefix_cache_queries_total"), note: "tokens; vLLM ≥ 0.9.2"},
@@ -270,7 +302,12 @@ func serverRules() []serverRule {
 	}
 	add(
 		serverRule{kind: KindTriton, out: serverRequestsWaiting, sources: trtReq("waiting")},
-		serverRule{kind: KindTriton, out: serverRequestsWaiting, sources: one("nv_inference_pending_request_count"), note: "any backend: queued in Triton"},
+		// The vLLM backend's execute() hands requests to vLLM's engine
+		// and returns at once, so Triton's pending count stays near 0
+		// while vLLM's own queue grows, and the backend exports no queue
+		// gauge: for a model with vllm:* series the queue is unknown.
+		serverRule{kind: KindTriton, out: serverRequestsWaiting, sources: one("nv_inference_pending_request_count"), unlessPrefix: "vllm:",
+			note: "queued in Triton; not for a model with vllm:* series (vLLM backend)"},
 		serverRule{kind: KindTriton, out: serverRequestsRunning, sources: trtReq("active")},
 		serverRule{kind: KindTriton, out: serverBatchSize, sources: trtReq("scheduled")},
 		serverRule{kind: KindTriton, out: serverKVCacheUsage, sources: []source{kvBlocks("fraction")}, agg: aggMax},
@@ -304,8 +341,9 @@ func serverRules() []serverRule {
 	tritonPhase(phaseComputeOutput, "nv_inference_compute_output_duration_us")
 	tritonPhase(phaseE2E, "nv_inference_request_duration_us")
 
-	// TGI: no labels. Counters are registered without _total; whether
-	// the exporter appends it is unverified, so both spellings are rows.
+	// TGI: no labels. Counters are registered without _total and
+	// metrics-exporter-prometheus 0.15.3 renders them so (recorder.rs
+	// :118-126); the _total rows are a fallback for other exporters.
 	add(
 		serverRule{kind: KindTGI, out: serverRequestsWaiting, sources: one("tgi_queue_size")},
 		serverRule{kind: KindTGI, out: serverRequestsRunning, sources: one("tgi_batch_current_size")},
@@ -336,10 +374,13 @@ func serverRules() []serverRule {
 		serverRule{kind: KindSGLang, out: serverKVCacheUsage,
 			sources: []source{{metric: "sglang:num_used_tokens", match: rank0}, {metric: "sglang:max_total_num_tokens", match: rank0}},
 			combine: combineRatio},
-		serverRule{kind: KindSGLang, out: serverRequestsTotal, extraValue: resultSuccess,
-			sources: []source{{metric: "sglang:num_requests_total"}, {metric: "sglang:num_aborted_requests_total"}},
-			combine: combineDifference, note: "finished minus aborted"},
-		serverRule{kind: KindSGLang, out: serverRequestsTotal, extraValue: resultFailure, sources: one("sglang:num_aborted_requests_total")},
+		// SGLang has no success counter: num_requests_total counts every
+		// request that finished (collector.py observe_one_finished_request),
+		// and num_aborted_requests_total every abort_request() call —
+		// client disconnects, and one per abort_all — so neither their
+		// difference nor the abort count is a request result. requests_total
+		// is left out; the finished count is exported as it is.
+		serverRule{kind: KindSGLang, out: serverRequestsFinished, extraValue: reasonAll, sources: one("sglang:num_requests_total"), note: "no finish reason recorded"},
 		serverRule{kind: KindSGLang, out: serverPromptTokens, sources: one("sglang:prompt_tokens_total")},
 		serverRule{kind: KindSGLang, out: serverGenerationTokens, sources: one("sglang:generation_tokens_total")},
 		// SGLang counts prompt tokens and the cached part of them; every
@@ -354,14 +395,57 @@ func serverRules() []serverRule {
 
 	// llama.cpp: no labels, no histograms, no request counter; its
 	// prefill and decode seconds are exported without a request count.
+	// Since PR #26920 prompt_tokens_total leaves out the prompt tokens
+	// served from the cache and prompt_tokens_cached_total counts them;
+	// adding them back makes prompt_tokens mean all prompt tokens, as on
+	// vLLM and SGLang. Builds without the cached counter have no prefix
+	// cache series.
+	llamaPrompt := []source{{metric: "llamacpp:prompt_tokens_total"}, {metric: "llamacpp:prompt_tokens_cached_total"}}
 	add(
 		serverRule{kind: KindLlamaCPP, out: serverRequestsWaiting, sources: one("llamacpp:requests_deferred")},
 		serverRule{kind: KindLlamaCPP, out: serverRequestsRunning, sources: one("llamacpp:requests_processing")},
-		serverRule{kind: KindLlamaCPP, out: serverKVCacheUsage, sources: one("llamacpp:kv_cache_usage_ratio"), note: "older builds only"},
-		serverRule{kind: KindLlamaCPP, out: serverPromptTokens, sources: one("llamacpp:prompt_tokens_total")},
+		serverRule{kind: KindLlamaCPP, out: serverKVCacheUsage, sources: one("llamacpp:kv_cache_usage_ratio"), note: "builds before PR #13660 only"},
+		serverRule{kind: KindLlamaCPP, out: serverPromptTokens, sources: llamaPrompt, combine: combineSum, note: "the cached counter counts 0 where absent"},
 		serverRule{kind: KindLlamaCPP, out: serverGenerationTokens, sources: one("llamacpp:tokens_predicted_total")},
+		serverRule{kind: KindLlamaCPP, out: serverPrefixQueries, sources: llamaPrompt, combine: combineSumAll, note: "builds with the cached counter"},
+		serverRule{kind: KindLlamaCPP, out: serverPrefixHits, sources: one("llamacpp:prompt_tokens_cached_total")},
 		serverRule{kind: KindLlamaCPP, out: serverPhaseSeconds, extraValue: phasePrefill, sources: one("llamacpp:prompt_seconds_total")},
 		serverRule{kind: KindLlamaCPP, out: serverPhaseSeconds, extraValue: phaseDecode, sources: one("llamacpp:tokens_predicted_seconds_total")},
 	)
+
+	// trtllm-serve (tensorrt_llm/metrics/collector.py): labels model_name
+	// and engine_type, served at /prometheus/metrics (its /metrics is JSON
+	// iteration statistics). Iteration gauges need enable_iter_perf_stats,
+	// request counters return_perf_metrics. finished_reason is stop,
+	// length or timeout (executor/result.py); cancelled requests carry no
+	// reason and are not counted.
+	add(
+		serverRule{kind: KindTRTLLM, out: serverRequestsWaiting, sources: one("trtllm_num_requests_waiting")},
+		serverRule{kind: KindTRTLLM, out: serverRequestsRunning, sources: one("trtllm_num_requests_running")},
+		serverRule{kind: KindTRTLLM, out: serverBatchSize, sources: one("trtllm_num_scheduled_requests")},
+		serverRule{kind: KindTRTLLM, out: serverKVCacheUsage, sources: one("trtllm_kv_cache_utilization"), agg: aggMax},
+		serverRule{kind: KindTRTLLM, out: serverKVCacheUsage,
+			sources: []source{{metric: "trtllm_kv_cache_used_blocks"}, {metric: "trtllm_kv_cache_max_blocks"}},
+			combine: combineRatio, note: "blocks, where the utilization gauge is missing"},
+		serverRule{kind: KindTRTLLM, out: serverRequestsTotal, extraValue: resultSuccess,
+			sources: one("trtllm_request_success_total", ne("finished_reason", "timeout")), note: "stop, length"},
+		serverRule{kind: KindTRTLLM, out: serverRequestsTotal, extraValue: resultFailure,
+			sources: one("trtllm_request_success_total", eq("finished_reason", "timeout"))},
+	)
+	for _, reason := range []string{"stop", "length", "timeout"} {
+		add(serverRule{kind: KindTRTLLM, out: serverRequestsFinished, extraValue: reason,
+			sources: one("trtllm_request_success_total", eq("finished_reason", reason))})
+	}
+	add(
+		serverRule{kind: KindTRTLLM, out: serverPromptTokens, sources: one("trtllm_prompt_tokens_total")},
+		serverRule{kind: KindTRTLLM, out: serverGenerationTokens, sources: one("trtllm_generation_tokens_total")},
+		serverRule{kind: KindTRTLLM, out: serverPrefixQueries, sources: one("trtllm_prompt_tokens_total"), note: "every prompt token is looked up for block reuse"},
+		serverRule{kind: KindTRTLLM, out: serverPrefixHits, sources: one("trtllm_prompt_cached_tokens_total")},
+	)
+	phase(KindTRTLLM, phaseQueue, "trtllm_request_queue_time_seconds")
+	phase(KindTRTLLM, phaseCompute, "trtllm_request_inference_time_seconds")
+	phase(KindTRTLLM, phasePrefill, "trtllm_request_prefill_time_seconds")
+	phase(KindTRTLLM, phaseDecode, "trtllm_request_decode_time_seconds")
+	phase(KindTRTLLM, phaseE2E, "trtllm_e2e_request_latency_seconds")
 	return r
 }

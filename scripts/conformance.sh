@@ -123,13 +123,14 @@ fi
 # ---------------------------------------------------------------- helpers
 # msum FILE NAME [SUBSTRING...]: sum of the samples of metric NAME (exact
 # name, any labels) whose line contains every SUBSTRING.
+# NAME may list several metrics as a|b: their sum.
 msum() {
 	local f=$1 n=$2
 	shift 2
 	awk -v n="$n" -v pats="$*" '
-		BEGIN { k = split(pats, P, " ") }
+		BEGIN { k = split(pats, P, " "); split(n, N, "|"); for (j in N) want[N[j]] = 1 }
 		/^#/ { next }
-		{ name = $1; sub(/\{.*/, "", name); if (name != n) next
+		{ name = $1; sub(/\{.*/, "", name); if (!(name in want)) next
 		  for (i = 1; i <= k; i++) if (index($0, P[i]) == 0) next
 		  s += $NF; found = 1 }
 		END { if (found) printf "%.6f\n", s; else print "NA" }' "$f"
@@ -417,7 +418,10 @@ printf '%-45s %12s\n' llm_server_up "$(fmt "$up" 0)"
 cmp_row llm_server_requests_waiting "" llamacpp:requests_deferred
 cmp_row llm_server_requests_running "" llamacpp:requests_processing
 cmp_row llm_server_kv_cache_usage_ratio "" llamacpp:kv_cache_usage_ratio
-cmp_row llm_server_prompt_tokens_total "" llamacpp:prompt_tokens_total
+# Builds since PR #26920 count cached prompt tokens apart; the prober adds
+# them back (docs/servers.md), so ours is the sum of both.
+cmp_row llm_server_prompt_tokens_total "" "llamacpp:prompt_tokens_total|llamacpp:prompt_tokens_cached_total"
+cmp_row llm_server_prefix_cache_hits_total "" llamacpp:prompt_tokens_cached_total
 cmp_row llm_server_generation_tokens_total "" llamacpp:tokens_predicted_total
 cmp_row llm_server_phase_seconds_total 'phase="prefill"' llamacpp:prompt_seconds_total
 cmp_row llm_server_phase_seconds_total 'phase="decode"' llamacpp:tokens_predicted_seconds_total

@@ -143,8 +143,9 @@ type GroundTruthConfig struct {
 
 // MetricsConfig selects the exposed metric names.
 type MetricsConfig struct {
-	// Naming picks whose metric names /metrics uses: vllm, triton, tgi or
-	// sglang (see metrics.go); the engine state behind them is the same.
+	// Naming picks whose metric names /metrics uses: vllm, triton, tgi,
+	// sglang or trtllm (see metrics.go; trtllm also at /prometheus/metrics,
+	// trtllm-serve's path); the engine state behind them is the same.
 	Naming string `yaml:"naming"`
 	// LegacyNames also exposes vllm:gpu_cache_usage_perc and
 	// vllm:time_per_output_token_seconds, the names older vLLM releases use.

@@ -184,7 +184,7 @@ func RegisterFlags(cmd *kingpin.CmdClause) *Flags {
 			v := fc.Bool()
 			return func(c *Config) { c.Metrics.LegacyNames = *v }
 		})
-	override("metrics.naming", "Metric names /metrics uses: vllm, triton, tgi or sglang.", d.Metrics.Naming,
+	override("metrics.naming", "Metric names /metrics uses: vllm, triton, tgi, sglang or trtllm (also at /prometheus/metrics).", d.Metrics.Naming,
 		func(fc *kingpin.FlagClause) func(*Config) {
 			v := fc.Enum(MetricsNamings()...)
 			return func(c *Config) { c.Metrics.Naming = *v }

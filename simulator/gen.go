@@ -214,7 +214,7 @@ func (j *job) observe(outcome, reason string) {
 		}
 	})
 	j.entry.finish(outcome)
-	if j.admitted.IsZero() {
+	if j.admitted.IsZero() || (m.reasonedOnly && outcome != outcomeCompleted) {
 		return
 	}
 	m.queue.Observe(j.admitted.Sub(j.received).Seconds())

@@ -16,11 +16,12 @@ const (
 	NamingTriton = "triton"
 	NamingTGI    = "tgi"
 	NamingSGLang = "sglang"
+	NamingTRTLLM = "trtllm"
 )
 
 // MetricsNamings lists the accepted metrics.naming values.
 func MetricsNamings() []string {
-	return []string{NamingVLLM, NamingTriton, NamingTGI, NamingSGLang}
+	return []string{NamingVLLM, NamingTriton, NamingTGI, NamingSGLang, NamingTRTLLM}
 }
 
 func validNaming(n string) error {
@@ -40,12 +41,14 @@ var (
 	vllmE2EBuckets  = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
 )
 
-// Finished reasons as vLLM labels them.
+// Finished reasons as vLLM labels them. The simulator never repeats
+// itself, so repetition is only pre-created, at 0, as vLLM does.
 const (
-	finishStop   = "stop"
-	finishLength = "length"
-	finishAbort  = "abort"
-	finishError  = "error"
+	finishStop       = "stop"
+	finishLength     = "length"
+	finishAbort      = "abort"
+	finishError      = "error"
+	finishRepetition = "repetition"
 )
 
 // serverMetrics is what the request path records into. Every naming fills
@@ -62,6 +65,10 @@ type serverMetrics struct {
 	// onFinish counts one request that left the engine, by vLLM finished
 	// reason (stop, length, abort, error).
 	onFinish func(reason string)
+	// reasonedOnly records a request only when it completed (stop or
+	// length): trtllm-serve logs no metrics for a request without a
+	// finish reason.
+	reasonedOnly bool
 }
 
 // sink swallows observations a naming has no metric for.
@@ -140,6 +147,8 @@ func newServerMetrics(reg prometheus.Registerer, e *engine, model string, maxMod
 		return newTGIMetrics(reg, e, maxModelLen)
 	case NamingSGLang:
 		return newSGLangMetrics(reg, e, model)
+	case NamingTRTLLM:
+		return newTRTLLMMetrics(reg, e, model)
 	default:
 		// "" is vLLM too, so a Config built by hand without a naming works.
 		return newVLLMMetrics(reg, e, model, maxModelLen, mc.LegacyNames)
@@ -193,7 +202,7 @@ func newVLLMMetrics(reg prometheus.Registerer, e *engine, model string, maxModel
 		Help: "Count of successfully processed requests.",
 	}, append(labelNames, "finished_reason"))
 	reg.MustRegister(success)
-	for _, r := range []string{finishStop, finishLength, finishAbort, finishError} {
+	for _, r := range []string{finishStop, finishLength, finishAbort, finishError, finishRepetition} {
 		success.With(prometheus.Labels{"model_name": model, "engine": "0", "finished_reason": r})
 	}
 	m.onFinish = func(reason string) { success.WithLabelValues(model, "0", reason).Inc() }
@@ -206,6 +215,12 @@ func newVLLMMetrics(reg prometheus.Registerer, e *engine, model string, maxModel
 		func(st engineState) float64 { return float64(st.running) }, model, "0")
 	g.add(gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed."),
 		func(st engineState) float64 { return float64(st.waiting) }, model, "0")
+	// The simulator defers nothing: every waiting request waits for
+	// capacity. vLLM splits its queue by reason since v0.29.
+	byReason := prometheus.NewDesc("vllm:num_requests_waiting_by_reason", "Number of requests waiting to be processed, by reason.",
+		append(append([]string(nil), labelNames...), "reason"), nil)
+	g.add(byReason, func(st engineState) float64 { return float64(st.waiting) }, model, "0", "capacity")
+	g.add(byReason, func(engineState) float64 { return 0 }, model, "0", "deferred")
 	g.add(gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage."),
 		func(st engineState) float64 { return st.kvUsage }, model, "0")
 	if legacy {

@@ -18,6 +18,9 @@ func TestMetricsNamings(t *testing.T) {
 			`vllm:generation_tokens_total{engine="0",model_name="sim-llm"} 9`,
 			`vllm:request_success_total{engine="0",finished_reason="length",model_name="sim-llm"} 2`,
 			`vllm:request_success_total{engine="0",finished_reason="abort",model_name="sim-llm"} 1`,
+			`vllm:request_success_total{engine="0",finished_reason="repetition",model_name="sim-llm"} 0`,
+			`vllm:num_requests_waiting_by_reason{engine="0",model_name="sim-llm",reason="capacity"} 0`,
+			`vllm:num_requests_waiting_by_reason{engine="0",model_name="sim-llm",reason="deferred"} 0`,
 		},
 		NamingTriton: {
 			`nv_inference_request_success{model="sim-llm",version="1"} 2`,
@@ -54,6 +57,17 @@ func TestMetricsNamings(t *testing.T) {
 			`sglang:generation_tokens_total{engine_type="unified",model_name="sim-llm"} 9`,
 			`sglang:time_to_first_token_seconds_count{engine_type="unified",model_name="sim-llm"} 3`,
 			`sglang:inter_token_latency_seconds_count{engine_type="unified",model_name="sim-llm"} 6`,
+		},
+		// trtllm-serve counts only the two requests that finished with a
+		// reason; the truncated one is nowhere.
+		NamingTRTLLM: {
+			`trtllm_num_requests_running{engine_type="trtllm",model_name="sim-llm"} 0`,
+			`trtllm_num_requests_waiting{engine_type="trtllm",model_name="sim-llm"} 0`,
+			`trtllm_kv_cache_max_blocks{engine_type="trtllm",model_name="sim-llm"} 128`,
+			`trtllm_request_success_total{engine_type="trtllm",finished_reason="length",model_name="sim-llm"} 2`,
+			`trtllm_generation_tokens_total{engine_type="trtllm",model_name="sim-llm"} 8`,
+			`trtllm_request_queue_time_seconds_count{engine_type="trtllm",model_name="sim-llm"} 2`,
+			`trtllm_e2e_request_latency_seconds_count{engine_type="trtllm",model_name="sim-llm"} 2`,
 		},
 	}
 	for naming, wants := range cases {
@@ -101,6 +115,19 @@ func TestMetricsNamings(t *testing.T) {
 				if !strings.Contains(text, w) {
 					t.Errorf("/metrics lacks %s", w)
 				}
+			}
+			// trtllm-serve's exposition is at /prometheus/metrics; the
+			// other servers have no such route.
+			code, other := ts.get(t, "/prometheus/metrics")
+			if naming == NamingTRTLLM {
+				if code != 200 || !strings.Contains(string(other), wants[0]) {
+					t.Errorf("/prometheus/metrics: %d, lacks %s", code, wants[0])
+				}
+				if strings.Contains(text, `finished_reason="abort"`) {
+					t.Errorf("trtllm counted the truncated request")
+				}
+			} else if code == 200 {
+				t.Errorf("/prometheus/metrics answers 200 for naming %s", naming)
 			}
 		})
 	}

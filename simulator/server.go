@@ -94,10 +94,16 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	mux.HandleFunc("GET /api/version", s.handleOllamaVersion)
 	mux.HandleFunc("GET /{$}", s.handleOllamaRoot)
 	s.registerPooled(mux) // simulator/pooled.go: embeddings and rerank
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
+	metrics := promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
 		ErrorHandling:     promhttp.ContinueOnError,
 		EnableOpenMetrics: true,
-	}))
+	})
+	mux.Handle("GET /metrics", metrics)
+	if s.cfg.Metrics.Naming == NamingTRTLLM {
+		// trtllm-serve's Prometheus path; its own /metrics is JSON
+		// iteration statistics, which the simulator does not mimic.
+		mux.Handle("GET /prometheus/metrics", metrics)
+	}
 	mux.HandleFunc("GET /debug/requests/{id}", s.handleTruth)
 	mux.HandleFunc("POST /debug/slots/release", s.handleFreeSlots)
 	// Changes the model list at run time: simulator/models.go.

@@ -440,8 +440,11 @@ func checkServerMetrics(ctx context.Context, t *testing.T, api *promAPI, root st
 	// Triton exports no prefix-cache counters (vLLM and SGLang do).
 	// The truncation gauge exists only while a server sends a label value
 	// over the bound, which the simulator does not.
+	// Nor a queue split by reason or finish reasons (vLLM, SGLang,
+	// trtllm-serve only: docs/servers.md).
 	notTriton := map[string]bool{"llm_server_prefix_cache_queries_total": true, "llm_server_prefix_cache_hits_total": true,
-		"llm_server_label_values_truncated": true}
+		"llm_server_label_values_truncated": true, "llm_server_requests_waiting_by_reason": true,
+		"llm_server_requests_finished_total": true}
 	var queries []string
 	for name := range names {
 		if notTriton[name] {
