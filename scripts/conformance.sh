@@ -231,6 +231,12 @@ curl -fsS -o /dev/null "$SRV/health" || die "llama-server not healthy after 120s
 srv_version=$("$LLAMA_SERVER" --version 2>&1 | head -1 || true)
 echo "   $srv_version; 4 slots, -c 8192, -t $THREADS, nice $NICE"
 echo "   load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+# Whether this build serves the OpenAI Responses API (the openai_responses
+# protocol): a 404 means the route does not exist, anything else that it
+# does (an empty body is refused, but by the handler).
+responses_status=$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' -d '{}' "$SRV/v1/responses" || true)
+if [[ $responses_status == 404 ]]; then responses_note="not served (404)"; else responses_note="served (HTTP $responses_status to an empty request)"; fi
+echo "   POST /v1/responses: $responses_note"
 
 # ----------------------------------------------------------------- configs
 # write_config FILE SERIAL_CHAT SERIAL_COMPL CONCURRENT: each schedule is
@@ -727,7 +733,7 @@ echo "   srv usage: usage.prompt_tokens of the same /v1/rerank request by curl; 
 echo
 echo "== daemon probes: $daemon_total, failed: $daemon_failed${daemon_by:+ (${daemon_by%; })}"
 echo "== machine: $(nproc) CPUs, $(uname -sr), load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "== server: $srv_version ($LLAMA_SERVER); model $MODEL"
+echo "== server: $srv_version ($LLAMA_SERVER); model $MODEL; /v1/responses $responses_note"
 echo "== prober: $("$BIN" --version 2>&1 | head -1)"
 if ((${#failures[@]})); then
 	echo "== FAILED: ${#failures[@]} check(s)"
