@@ -238,9 +238,11 @@ fuzz:
 
 # Conformance against a real llama.cpp llama-server on CPU with a tiny
 # random-weight model (docs/conformance.md): one-shot probes, curl, the
-# daemon at concurrency 1 and 4, llm_server_* vs llamacpp:*. Opt-in, not
-# part of `make test`: CI cannot fetch llama.cpp. Recipe for both paths in
-# the header of scripts/conformance.sh. Exits non-zero on any failed probe.
+# daemon at concurrency 1 and 4, llm_server_* vs llamacpp:*, cancellation,
+# prefix-cache probes, embeddings and rerank (RERANK_MODEL: a random
+# reranker, default tiny-rerank.gguf beside MODEL). Opt-in, not part of
+# `make test`: CI cannot fetch llama.cpp. Recipe for all three in the
+# header of scripts/conformance.sh. Exits non-zero on any failed probe.
 conformance:
 	@if [ -z "$(LLAMA_SERVER)" ] || [ -z "$(MODEL)" ]; then \
 		echo "make conformance: set LLAMA_SERVER=/path/to/llama-server and MODEL=/path/to/model.gguf" >&2; \
