@@ -95,7 +95,7 @@ func NewServerMetrics(logger *slog.Logger) *ServerMetrics {
 			"Model label values in the last scrape of the model server's metrics that were longer than 256 bytes and were cut to 256 before being exported; absent while none was.", []string{"target"}, nil),
 	}
 	c.selfOK, c.selfDur = collectorSelfDescs("server_metrics")
-	for _, o := range serverOutputs() {
+	for _, o := range append(serverOutputs(), append(latencyCounterOutputs(), latencyHistogramOutputs()...)...) {
 		labels := []string{"target", "server", "model"}
 		if o.extra != "" {
 			labels = append(labels, o.extra)
@@ -256,6 +256,11 @@ func (c *ServerMetrics) CollectWithin(ch chan<- prometheus.Metric, limit time.Du
 				continue
 			}
 			ch <- m
+		}
+		for _, h := range r.res.histograms {
+			if m, err := h.constHistogram(c.outputs[h.out], r.t.Name, r.res.kind, h.model); err == nil {
+				ch <- m
+			}
 		}
 	}
 	success := 0.0

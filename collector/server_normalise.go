@@ -33,6 +33,8 @@ type serverSample struct {
 type normalisation struct {
 	kind    string // the configured kind, or the detected one for auto
 	samples []serverSample
+	// histograms are the re-exported latency histograms (server_latency.go).
+	histograms []serverHistogram
 	// droppedModels counts model label values beyond maxServerModels.
 	droppedModels int
 	// truncatedModels counts the distinct model label values that were
@@ -42,13 +44,17 @@ type normalisation struct {
 
 // normaliser applies the rule table; built once, used by every scrape.
 type normaliser struct {
-	rules map[string][]serverRule
+	rules  map[string][]serverRule
+	hrules map[string][]histogramRule
 }
 
 func newNormaliser() *normaliser {
-	n := &normaliser{rules: map[string][]serverRule{}}
-	for _, r := range serverRules() {
+	n := &normaliser{rules: map[string][]serverRule{}, hrules: map[string][]histogramRule{}}
+	for _, r := range append(serverRules(), latencyCounterRules()...) {
 		n.rules[r.kind] = append(n.rules[r.kind], r)
+	}
+	for _, r := range latencyHistogramRules() {
+		n.hrules[r.kind] = append(n.hrules[r.kind], r)
 	}
 	return n
 }
@@ -69,7 +75,7 @@ func (n *normaliser) normalise(body []byte, openMetrics bool, kind string) (norm
 		}
 	}
 	res := n.apply(fams, kind)
-	if len(res.samples) == 0 {
+	if len(res.samples) == 0 && len(res.histograms) == 0 {
 		return res, fmt.Errorf("no %s metrics in the exposition (%d metric families); is the kind right?", kind, len(fams))
 	}
 	return res, nil
@@ -359,6 +365,7 @@ func (n *normaliser) apply(fams map[string]*dto.MetricFamily, kind string) norma
 			res.samples = append(res.samples, serverSample{out: r.out, extra: r.extraValue, model: model, value: v, rule: ri})
 		}
 	}
+	res.histograms = n.histograms(fams, kind, ml, models, dropped, cut)
 	res.droppedModels = len(dropped)
 	res.truncatedModels = len(cut)
 	res.samples = pairedPhases(res.samples)

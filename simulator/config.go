@@ -150,6 +150,12 @@ type MetricsConfig struct {
 	// LegacyNames also exposes vllm:gpu_cache_usage_perc and
 	// vllm:time_per_output_token_seconds, the names older vLLM releases use.
 	LegacyNames bool `yaml:"legacy_names"`
+	// SpecDecodeTokens is the draft tokens a speculative decoder proposes
+	// per decode step, counted in vllm:spec_decode_num_draft_tokens_total
+	// (vLLM naming; 0: no speculative decoding, no such counters); the
+	// part SpecDecodeAcceptance of them is counted accepted.
+	SpecDecodeTokens     int     `yaml:"spec_decode_tokens"`
+	SpecDecodeAcceptance float64 `yaml:"spec_decode_acceptance"`
 }
 
 // Servers the OpenAI-compatible routes can answer as.
@@ -209,7 +215,7 @@ func DefaultConfig() Config {
 			Capacity:          10000,
 			MaxChunksPerEntry: 4096,
 		},
-		Metrics: MetricsConfig{Naming: NamingVLLM},
+		Metrics: MetricsConfig{Naming: NamingVLLM, SpecDecodeAcceptance: 0.7},
 		// Off by default, so that repeated prompts keep the latency model
 		// of docs/simulator.md; vLLM's block size and a KV-sized budget.
 		PrefixCache: PrefixCacheConfig{BlockTokens: 16, CapacityTokens: 65536},
@@ -361,6 +367,12 @@ func (c Config) Validate() error {
 	c.PrefixCache.validate(bad)
 	if err := validNaming(c.Metrics.Naming); c.Metrics.Naming != "" && err != nil {
 		bad("metrics.naming", "%v", err)
+	}
+	if m := c.Metrics; m.SpecDecodeTokens < 0 || m.SpecDecodeTokens > 64 {
+		bad("metrics.spec_decode_tokens", "must be between 0 and 64, got %d", m.SpecDecodeTokens)
+	}
+	if a := c.Metrics.SpecDecodeAcceptance; !(a >= 0 && a <= 1) {
+		bad("metrics.spec_decode_acceptance", "must be between 0 and 1, got %v", a)
 	}
 	return errors.Join(errs...)
 }

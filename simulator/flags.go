@@ -184,6 +184,10 @@ func RegisterFlags(cmd *kingpin.CmdClause) *Flags {
 			v := fc.Bool()
 			return func(c *Config) { c.Metrics.LegacyNames = *v }
 		})
+	integer("metrics.spec-decode-tokens", "Draft tokens a speculative decoder proposes per decode step, for vLLM's spec-decode counters (0: none).", d.Metrics.SpecDecodeTokens,
+		func(c *Config) *int { return &c.Metrics.SpecDecodeTokens })
+	flt("metrics.spec-decode-acceptance", "Share of draft tokens counted accepted (0..1).", d.Metrics.SpecDecodeAcceptance,
+		func(c *Config) *float64 { return &c.Metrics.SpecDecodeAcceptance })
 	override("metrics.naming", "Metric names /metrics uses: vllm, triton, tgi, sglang or trtllm (also at /prometheus/metrics).", d.Metrics.Naming,
 		func(fc *kingpin.FlagClause) func(*Config) {
 			v := fc.Enum(MetricsNamings()...)

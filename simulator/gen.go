@@ -112,7 +112,8 @@ type job struct {
 	// were ready to send, before the write: the server's own clock, as
 	// llama.cpp's t_start_generation and t_token_generation.
 	firstReady, lastReady time.Time
-	sent                  int // output tokens flushed
+	sent                  int     // output tokens flushed
+	specCarry             float64 // accepted draft tokens not yet counted (metrics_latency.go)
 	fired                 map[string]bool
 	stalled               bool
 
@@ -311,6 +312,7 @@ func (j *job) tokensOut(now time.Time, n int) {
 		for range n {
 			j.s.metrics.observeITL(gap)
 		}
+		j.specCarry = j.s.metrics.observeSpecDecode(j.specCarry)
 	}
 	j.lastToken = now
 	j.sent += n

@@ -69,6 +69,11 @@ type serverMetrics struct {
 	// length): trtllm-serve logs no metrics for a request without a
 	// finish reason.
 	reasonedOnly bool
+	// specDraft and specAccepted count speculative-decoding tokens
+	// (metrics_latency.go); nil without speculative decoding.
+	specDrafts, specDraft, specAccepted prometheus.Counter
+	specTokens                          int
+	specAcceptance                      float64
 }
 
 // sink swallows observations a naming has no metric for.
@@ -151,7 +156,9 @@ func newServerMetrics(reg prometheus.Registerer, e *engine, model string, maxMod
 		return newTRTLLMMetrics(reg, e, model)
 	default:
 		// "" is vLLM too, so a Config built by hand without a naming works.
-		return newVLLMMetrics(reg, e, model, maxModelLen, mc.LegacyNames)
+		m := newVLLMMetrics(reg, e, model, maxModelLen, mc.LegacyNames)
+		m.addSpecDecode(reg, model, mc)
+		return m
 	}
 }
 
@@ -193,6 +200,9 @@ func newVLLMMetrics(reg prometheus.Registerer, e *engine, model string, maxModel
 		prefixQueries: counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens."),
 		prefixHits:    counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens."),
 	}
+	// The simulator queues rather than preempts: the counter vLLM always
+	// exports stays at 0, which is the truth.
+	_ = counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.")
 	if legacy {
 		m.legacyTPOT = hist("vllm:time_per_output_token_seconds",
 			"Histogram of time per output token in seconds. DEPRECATED: use vllm:inter_token_latency_seconds.", vllmITLBuckets)

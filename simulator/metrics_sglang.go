@@ -76,5 +76,12 @@ func newSGLangMetrics(reg prometheus.Registerer, e *engine, model string) *serve
 	g.add(gauge("sglang:cache_hit_rate", "The prefix cache hit rate."),
 		func(engineState) float64 { return 0 }, sched...)
 	reg.MustRegister(g)
+	// A scheduler counter with the ranks' labels; the simulator queues
+	// rather than retracts, so it stays at 0.
+	retracted := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sglang:num_retracted_requests_total", Help: "The number of retracted requests.",
+	}, schedLabels)
+	reg.MustRegister(retracted)
+	retracted.WithLabelValues(sched...)
 	return m
 }

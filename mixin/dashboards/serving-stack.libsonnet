@@ -49,6 +49,16 @@ local gpuRow = import 'gpu.libsonnet';
             ),
           ],
         ) + g.size(24, 8),
+        g.timeseries(
+          'TTFT: client vs server, and the gap (5m mean)',
+          "Mean TTFT per target over 5 minutes as the prober measures it (client) and as the server reports it (llm_server_time_to_first_token_seconds through the prober: vLLM, SGLang, Triton with histogram_latencies or its vLLM backend), and client − server (the gap). The server's clock starts when the request reaches its engine's queue and stops at the first token it produces; the gap is the network, proxies, TLS, HTTP handling, tokenization and the first chunk's way back. A growing gap with a flat server TTFT is outside the server; both rising together is the server. The server's mean covers all its clients. Recorded by target:llm_ttft_gap_seconds:mean5m and the two means beside it.",
+          's',
+          [
+            g.q(server('target:llm_probe_time_to_first_token_seconds:mean5m'), '{{target}} client'),
+            g.q(server('target:llm_server_time_to_first_token_seconds:mean5m'), '{{target}} server'),
+            g.q(server('target:llm_ttft_gap_seconds:mean5m'), '{{target}} gap'),
+          ],
+        ) + g.size(24, 8),
 
         g.row('Model server'),
         g.timeseries(
@@ -97,6 +107,22 @@ local gpuRow = import 'gpu.libsonnet';
             g.q('sum by (target) (rate(%s[$__rate_interval]))' % server('llm_server_generation_tokens_total'), '{{target}} generation'),
           ],
         ) + g.size(12, 8),
+        g.timeseries(
+          'Preemptions',
+          'Requests the server preempted (vLLM) or retracted (SGLang) per second to free KV cache; each is recomputed or resumed later, so its latency grows. Steady preemption means the KV cache is too small for the load (see KV cache usage).',
+          'reqps',
+          [g.q('sum by (target) (rate(%s[$__rate_interval]))' % server('llm_server_preemptions_total'), '{{target}}')],
+        ) + g.size(12, 8),
+        g.timeseries(
+          'Speculative decoding acceptance',
+          "Share of the draft tokens the server's speculative decoding proposed that it accepted (vLLM, llama.cpp): accepted / draft tokens over the interval. Lower acceptance means more wasted draft work and less speed-up; no line where the server runs without speculative decoding.",
+          'percentunit',
+          [g.q(
+            'sum by (target) (rate(%s[$__rate_interval]))\n/\nsum by (target) (rate(%s[$__rate_interval]))'
+            % [server('llm_server_spec_decode_accepted_tokens_total'), server('llm_server_spec_decode_draft_tokens_total')],
+            '{{target}}',
+          )],
+        ) + g.withMax(1) + g.size(12, 8),
         g.stat(
           'Server metrics reachable',
           "llm_server_up: 0 when the prober cannot fetch or understand the server's /metrics (see the prober's log).",

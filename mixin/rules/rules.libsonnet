@@ -129,6 +129,51 @@ local promql = import '../lib/promql.libsonnet';
           for m in ['time_to_first_token_seconds', 'request_queue_time_seconds']
         ] + [
           {
+            local metric = h[1],
+            record: 'target:%s:mean5m' % metric,
+            expr: promql.eitherForm(
+              'sum by (job, target) (histogram_sum(rate(%(s)s[5m])))\n/\nsum by (job, target) (histogram_count(rate(%(s)s[5m])))'
+              % { s: promql.series(metric, [ps]) },
+              'sum by (job, target) (rate(%(s)s[5m]))\n/\nsum by (job, target) (rate(%(c)s[5m]))'
+              % { s: promql.series(metric + '_sum', [ps]), c: promql.series(metric + '_count', [ps]) },
+            ) + '\n',
+          } + (
+            if h[0] == 'client' then {
+              comment:: |||
+                Mean TTFT per target over 5 minutes, as the prober measures it
+                (every probe of the target) and as the server reports it
+                (llm_server_time_to_first_token_seconds, all the server's clients),
+                from each histogram's sum and count: the mean, unlike a quantile,
+                is exact whatever the buckets, and the two differ by what lies
+                outside the server's clock. Native form first, classic where
+                Prometheus stores no native histogram; the server's histogram is
+                always classic, converted to native only by
+                convert_classic_histograms_to_nhcb.
+              |||,
+            } else {}
+          )
+          for h in [['client', 'llm_probe_time_to_first_token_seconds'], ['server', 'llm_server_time_to_first_token_seconds']]
+        ] + [
+          {
+            record: 'target:llm_ttft_gap_seconds:mean5m',
+            expr: |||
+              target:llm_probe_time_to_first_token_seconds:mean5m
+              - on (job, target)
+              target:llm_server_time_to_first_token_seconds:mean5m
+            |||,
+            comment:: |||
+              Client TTFT − server TTFT per target: mean TTFT the prober measured
+              minus the mean the server reports of itself, over 5 minutes. What
+              the server's clock leaves out: the network and proxies, TLS and
+              HTTP handling, tokenization before the request is queued, the
+              streaming of the first chunk back. Only targets whose server exports
+              a TTFT histogram (vLLM, SGLang, Triton with histogram_latencies or
+              the vLLM backend) have it. The server's mean covers all its
+              clients, so a busy shared server's gap moves with their mix too.
+            |||,
+          },
+        ] + [
+          {
             local q = n(std.round(c.fleetOutlierQuantile * 100)),
             local f = promql.histogramQuantileForms(n(c.fleetOutlierQuantile), 'llm_probe_time_to_first_token_seconds', [ps], 'job, target, probe, model', c.fleetOutlierWindow),
             record: 'module_target_probe:llm_probe_time_to_first_token_seconds:p%s_%s' % [q, c.fleetOutlierWindow],

@@ -110,10 +110,10 @@ func TestEndToEnd(t *testing.T) {
 	flaky := startSim(simB, "--fault.error-rate", "1")
 	// A working prefix cache whose prefill dominates TTFT, for the session
 	// probe (checkSessionPrefix).
-	startSim(simC, "--prefix-cache", "--latency.prefill-per-token", "200us")
+	startSim(simC, "--prefix-cache", "--latency.prefill-per-token", "200us", "--metrics.spec-decode-tokens", "3")
 
 	cfgPath := filepath.Join(dir, "llm-prober.yml")
-	testutil.WriteFile(t, cfgPath, fmt.Sprintf(proberConfig, simA, simA, simB, simB, simC, simA, simA, simA, simA, simA))
+	testutil.WriteFile(t, cfgPath, fmt.Sprintf(proberConfig, simA, simA, simB, simB, simC, simC, simA, simA, simA, simA, simA))
 	prober := testutil.StartProcess(t, "llm-prober", exec.Command(bin,
 		"--config.file="+cfgPath, "--web.listen-address="+proberAddr, "--log.level=warn"))
 	prober.WaitReady(t, "http://"+proberAddr)
@@ -310,6 +310,9 @@ const proberConfig = `targets:
     protocol: openai_chat
     url: http://%s
     model: sim-llm
+    # vLLM-named with speculative decoding: the serving-stack panels of
+    # preemptions and spec-decode acceptance.
+    server_metrics: {url: http://%s/metrics, kind: vllm, timeout: 2s}
     probes:
       - name: conversation
         workload: short
@@ -441,14 +444,22 @@ func checkServerMetrics(ctx context.Context, t *testing.T, api *promAPI, root st
 	// The truncation gauge exists only while a server sends a label value
 	// over the bound, which the simulator does not.
 	// Nor a queue split by reason or finish reasons (vLLM, SGLang,
-	// trtllm-serve only: docs/servers.md).
+	// trtllm-serve only: docs/servers.md). Of the servers' own latency
+	// (section 2.2) Triton has only TTFT, a histogram with classic
+	// buckets: its _count is queried.
 	notTriton := map[string]bool{"llm_server_prefix_cache_queries_total": true, "llm_server_prefix_cache_hits_total": true,
 		"llm_server_label_values_truncated": true, "llm_server_requests_waiting_by_reason": true,
-		"llm_server_requests_finished_total": true}
+		"llm_server_requests_finished_total":     true,
+		"llm_server_inter_token_latency_seconds": true, "llm_server_request_time_per_output_token_seconds": true,
+		"llm_server_queue_time_seconds": true, "llm_server_preemptions_total": true,
+		"llm_server_spec_decode_draft_tokens_total": true, "llm_server_spec_decode_accepted_tokens_total": true}
 	var queries []string
 	for name := range names {
 		if notTriton[name] {
 			continue
+		}
+		if name == "llm_server_time_to_first_token_seconds" {
+			name += "_count"
 		}
 		vs := variants[name]
 		if vs == nil {

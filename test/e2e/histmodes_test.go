@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -107,10 +108,13 @@ func TestHistogramModes(t *testing.T) {
 
 	// Two fast simulators, one per metric naming the dashboards read, and
 	// the prober probing each every 200 ms.
-	simVLLM, simTriton, proberAddr := testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)
-	for addr, naming := range map[string]string{simVLLM: "vllm", simTriton: "triton"} {
+	// The SGLang-named one is for the servers' own TTFT beside the
+	// prober's (checkServerTTFT); the vLLM-named one counts speculative
+	// decoding for the serving-stack's acceptance panel.
+	simVLLM, simTriton, simSGLang, proberAddr := testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)
+	for addr, naming := range map[string]string{simVLLM: "vllm", simTriton: "triton", simSGLang: "sglang"} {
 		p := testutil.StartProcess(t, "simulate-"+naming, exec.Command(bin, "simulate", "--log.level=warn",
-			"--listen", addr, "--grpc-listen=", "--metrics.naming", naming,
+			"--listen", addr, "--grpc-listen=", "--metrics.naming", naming, "--metrics.spec-decode-tokens=3",
 			"--latency.ttft-base=5ms", "--latency.decode-base=2ms", "--rate-limit.requests-per-minute=100000"))
 		p.WaitHTTP(t, "http://"+addr+"/health")
 	}
@@ -120,7 +124,7 @@ func TestHistogramModes(t *testing.T) {
 	// whose file_sd list holds the vLLM-named simulator.
 	sdFile := filepath.Join(cfgDir, "fleet.json")
 	testutil.WriteFile(t, sdFile, fmt.Sprintf(`[{"targets": [%q]}]`, simVLLM))
-	testutil.WriteFile(t, cfg, fmt.Sprintf(modesProberConfig, simVLLM, simVLLM, simTriton, simTriton, simVLLM, simVLLM, simVLLM, simVLLM, simVLLM)+
+	testutil.WriteFile(t, cfg, fmt.Sprintf(modesProberConfig, simVLLM, simVLLM, simTriton, simTriton, simSGLang, simSGLang, simVLLM, simVLLM, simVLLM, simVLLM, simVLLM)+
 		fmt.Sprintf(modesFleetConfig, sdFile))
 	prober := testutil.StartProcess(t, "llm-prober", exec.Command(bin,
 		"--config.file="+cfg, "--web.listen-address="+proberAddr, "--log.level=warn"))
@@ -197,6 +201,15 @@ const modesProberConfig = `targets:
         workload: short
         schedule: {every: 200ms}
         slo: {ttft: 250ms, tpot: 50ms, objective: 0.99}
+  - name: sim-sglang
+    protocol: openai_chat
+    url: http://%s
+    model: sim-llm
+    server_metrics: {url: http://%s/metrics, kind: sglang, timeout: 500ms}
+    probes:
+      - name: fast
+        workload: short
+        schedule: {every: 200ms}
   # Every model the vLLM-named simulator lists (the discovery panels).
   - name: sim-models
     protocol: openai_chat
@@ -353,7 +366,9 @@ func newModeQuery(t *testing.T, where, expr string) modeQuery {
 		t.Fatalf("%s: %q splits into forms that are not a native and a classic query: %s", where, dashboards.HistogramOr, expr)
 	}
 	q.native, q.classic, q.histogram = native, classic, m[1]
-	q.classicOnly = strings.HasPrefix(m[1], "vllm:")
+	// vLLM's own histograms, and the servers' histograms the prober
+	// re-exports with their buckets (llm_server_*), are classic only.
+	q.classicOnly = strings.HasPrefix(m[1], "vllm:") || strings.HasPrefix(m[1], "llm_server_")
 	return q
 }
 
@@ -469,6 +484,7 @@ func runMode(t *testing.T, mode histogramMode, promBin, rulesPath string, dashQu
 		}
 		return len(bad) == 0, fmt.Sprintf("%d problems:\n%s", len(bad), strings.Join(bad, "\n"))
 	})
+	checkServerTTFT(ctx, t, api, poll)
 	split := 0
 	for _, q := range queries {
 		if q.histogram != "" {
@@ -597,4 +613,35 @@ func checkRuleHealth(ctx context.Context, t *testing.T, api *promAPI, want int, 
 		}
 		return len(pending) == 0, "not evaluated yet: " + strings.Join(pending, ", ")
 	})
+}
+
+// checkServerTTFT: for each server kind with a TTFT histogram the
+// simulator speaks (vLLM, SGLang, Triton), the server's own mean TTFT,
+// re-exported by the prober, sits beside the prober's and below it: the
+// server's clock starts after the request reached it and stops at the
+// token it produced, the prober's spans the whole exchange. 20 ms of
+// slack: sim-vllm's server mean also covers the other targets' requests.
+func checkServerTTFT(ctx context.Context, t *testing.T, api *promAPI, poll pollFunc) {
+	t.Helper()
+	for _, target := range []string{"sim-vllm", "sim-sglang", "sim-triton"} {
+		var client, server, gap float64
+		poll(target+"'s client and server TTFT and the gap", time.Second, func() (bool, string) {
+			var err error
+			sel := fmt.Sprintf(`{target=%q}`, target)
+			if client, err = api.value(ctx, "target:llm_probe_time_to_first_token_seconds:mean5m"+sel); err != nil {
+				return false, "client mean: " + err.Error()
+			}
+			if server, err = api.value(ctx, "target:llm_server_time_to_first_token_seconds:mean5m"+sel); err != nil {
+				return false, "server mean: " + err.Error()
+			}
+			if gap, err = api.value(ctx, "target:llm_ttft_gap_seconds:mean5m"+sel); err != nil {
+				return false, "gap: " + err.Error()
+			}
+			return true, ""
+		})
+		if !(server > 0 && server <= client+0.02) || math.Abs(gap-(client-server)) > 1e-3 {
+			t.Errorf("%s: client TTFT mean %.4fs, server %.4fs, gap %.4fs: want 0 < server <= client (+20ms) and gap = client - server", target, client, server, gap)
+		}
+		t.Logf("%s: TTFT mean client %.2f ms, server %.2f ms, gap %.2f ms", target, client*1e3, server*1e3, gap*1e3)
+	}
 }
