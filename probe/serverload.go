@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"strconv"
@@ -70,6 +71,24 @@ type ServerLoad struct {
 // Present reports whether the report carried any usable value.
 func (l *ServerLoad) Present() bool {
 	return l != nil && (l.HasWaiting || l.HasRunning || l.HasKVCache)
+}
+
+// LogDetails logs at debug level what a result's one "Probe done" line
+// leaves out: the first attempt of a retried request, with its error (a
+// retry of reason other says nothing else of what failed), and the
+// server's load report. The error was redacted when recorded.
+func LogDetails(logger *slog.Logger, r *Result) {
+	if rt := r.Retry; rt != nil {
+		logger.Debug("Sent again on a new connection: the pooled one failed before any answer",
+			"request_id", r.RequestID, "retry_reason", rt.Reason, "retry_err", rt.ErrText())
+	}
+	if l := r.ServerLoad; l != nil {
+		args := []any{"request_id", r.RequestID, "load", ServerLoadSummary(l)}
+		if l.Err != nil {
+			args = append(args, "err", l.Err)
+		}
+		logger.Debug("Server load reported with the answer", args...)
+	}
 }
 
 // serverLoadOf reads the load report of an answer's head; nil when it
