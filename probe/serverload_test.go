@@ -3,6 +3,7 @@ package probe
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -168,5 +169,26 @@ func TestRetryOtherKeepsItsText(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "(other: tls: bad record MAC)") {
 		t.Errorf("report lacks the first attempt's error:\n%s", b.String())
+	}
+}
+
+// TestLogDetails: the debug log line of a retry of reason other carries
+// the first attempt's error; a load report is logged with what was
+// dropped.
+func TestLogDetails(t *testing.T) {
+	var b bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	LogDetails(logger, &Result{RequestID: "r1", Retry: &Retry{Reason: RetryOther, Err: errors.New("tls: bad record MAC")},
+		ServerLoad: ParseServerLoad("TEXT named_metrics.num_requests_waiting=1, named_metrics.kv_cache_usage_perc=7")})
+	out := b.String()
+	for _, want := range []string{`retry_reason=other retry_err="tls: bad record MAC"`, `load="waiting 1 (the server's, at this request)"`, "7 is over 1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+	b.Reset()
+	LogDetails(logger, &Result{RequestID: "r2"})
+	if b.Len() != 0 {
+		t.Errorf("logged for a plain result: %s", b.String())
 	}
 }
