@@ -192,3 +192,18 @@ func TestLogDetails(t *testing.T) {
 		t.Errorf("logged for a plain result: %s", b.String())
 	}
 }
+
+// TestServerLoadOfHead: no header is no report; of two, the first is read
+// and the second named.
+func TestServerLoadOfHead(t *testing.T) {
+	if l := serverLoadOf(http.Header{}); l != nil {
+		t.Errorf("report %+v without the header", l)
+	}
+	h := http.Header{}
+	h.Add(HeaderLoadMetrics, "TEXT named_metrics.num_requests_waiting=1")
+	h.Add(HeaderLoadMetrics, "TEXT named_metrics.num_requests_waiting=9")
+	l := serverLoadOf(h)
+	if l == nil || l.Waiting != 1 || l.Err == nil || !strings.Contains(l.Err.Error(), "2 of these headers") {
+		t.Errorf("two headers: %+v", l)
+	}
+}
