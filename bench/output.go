@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/llm-prober/llm-prober/internal/redact"
 	"github.com/llm-prober/llm-prober/probe"
 )
 
@@ -394,6 +395,30 @@ type requestRecord struct {
 	FinishReason         string     `json:"finish_reason,omitempty"`
 	Phases               phasesJSON `json:"phases"`
 	ServerTimingsSeconds []timing   `json:"server_timings,omitempty"`
+	// Retry is how the first attempt failed when the request was sent
+	// again on a new connection (probe.Retry.Reason), RetryError that
+	// attempt's error (redacted, clipped); both empty otherwise.
+	Retry      string `json:"retry,omitempty"`
+	RetryError string `json:"retry_error,omitempty"`
+	// ServerLoad is the load report the server sent with the answer
+	// (endpoint-load-metrics); nil when none came.
+	ServerLoad *serverLoadJSON `json:"server_load,omitempty"`
+}
+
+// serverLoadJSON is probe.ServerLoad; a value the report lacked is
+// absent, not 0.
+type serverLoadJSON struct {
+	Waiting      *float64 `json:"requests_waiting,omitempty"`
+	Running      *float64 `json:"requests_running,omitempty"`
+	KVCacheUsage *float64 `json:"kv_cache_usage_ratio,omitempty"`
+	Error        string   `json:"error,omitempty"`
+}
+
+func valueIf(v float64, ok bool) *float64 {
+	if !ok {
+		return nil
+	}
+	return &v
 }
 
 type phasesJSON struct {
@@ -469,6 +494,20 @@ func newRequestRecord(s *Step, rec *record, r *probe.Result) requestRecord {
 	}
 	for _, st := range r.ServerTimings {
 		out.ServerTimingsSeconds = append(out.ServerTimingsSeconds, timing{Name: st.Name, Seconds: st.Duration.Seconds()})
+	}
+	if rt := r.Retry; rt != nil {
+		// Redacted by the driver; the default patterns once more, as
+		// every file output.
+		out.Retry, out.RetryError = rt.Reason, redact.Default().String(rt.ErrText())
+	}
+	if l := r.ServerLoad; l != nil {
+		out.ServerLoad = &serverLoadJSON{
+			Waiting: valueIf(l.Waiting, l.HasWaiting), Running: valueIf(l.Running, l.HasRunning),
+			KVCacheUsage: valueIf(l.KVCacheUsage, l.HasKVCache),
+		}
+		if l.Err != nil {
+			out.ServerLoad.Error = redact.Default().String(l.Err.Error())
+		}
 	}
 	return out
 }

@@ -146,6 +146,7 @@ type descs struct {
 	usageInvalid                               *prometheus.Desc
 	sched                                      schedDescs
 	streak                                     streakDescs
+	load                                       serverLoadDescs
 }
 
 func newDescs() descs {
@@ -157,6 +158,7 @@ func newDescs() descs {
 	return descs{
 		sched:        newSchedDescs(base),
 		streak:       newStreakDescs(base),
+		load:         newServerLoadDescs(base),
 		retry:        newRetryDesc(base),
 		tlsExpiry:    newTLSExpiryDesc(base),
 		usageInvalid: newUsageInvalidDesc(base),
@@ -231,6 +233,7 @@ func (m *ProbeMetrics) Describe(ch chan<- *prometheus.Desc) {
 	}
 	m.d.sched.describe(ch)
 	m.d.streak.describe(ch)
+	m.d.load.describe(ch)
 }
 
 // Collect sends the series of every probe.
@@ -383,6 +386,7 @@ type series struct {
 	sched        schedSeries
 	streak       streakSeries
 	tls          tlsSeries
+	load         serverLoadSeries
 }
 
 // histogramForm is form with the default filled in.
@@ -500,6 +504,7 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 	s.sched.init(s)
 	s.streak.init(s, ps.PlannedInterval)
 	s.tls.init(s)
+	s.load.init(s)
 	return s
 }
 
@@ -538,6 +543,7 @@ func (s *series) collect(ch chan<- prometheus.Metric) {
 	s.streak.collect(ch)
 	s.collectRetries(ch)
 	s.tls.collect(ch)
+	s.load.collect(ch)
 	s.collectServerTimings(ch)
 	s.collectUsageInvalid(ch)
 }
@@ -638,6 +644,8 @@ func (s *series) observe(r *probe.Result) {
 		s.countRetry(r.Retry.Reason)
 	}
 	s.tls.observe(r)
+	// The server's load is its own, whatever became of the request.
+	s.load.observe(r)
 	// Tokens are counted for every outcome: a stream cut short still cost the
 	// server the tokens it sent. The probe has dropped implausible counts
 	// (probe.Result.UsageInvalid), so none can freeze a counter.

@@ -79,6 +79,11 @@ type Target struct {
 	// followed redirect may reach with the target's credentials; any
 	// other origin gets the request without them.
 	FollowRedirectsTrustedOrigins []string `yaml:"follow_redirects_trusted_origins,omitempty"`
+	// ServerLoadReport asks the server for its load with every probe
+	// (endpoint-load-metrics-format): auto (the default) on the OpenAI
+	// protocols, whose vLLM servers answer it; on for any other HTTP
+	// protocol; off never. Servers that do not know the header ignore it.
+	ServerLoadReport string `yaml:"server_load_report,omitempty"`
 	// secretParams is the configuration's secret_query_params, set at
 	// load for DriverOptions.
 	secretParams []string
@@ -289,6 +294,9 @@ func (c *Config) applyTargetDefaults(t *Target) {
 	if t.Histograms == "" {
 		t.Histograms = c.Histograms
 	}
+	if t.ServerLoadReport == "" {
+		t.ServerLoadReport = ServerLoadReportAuto
+	}
 	if protocolIs(t.Protocol, isOllama) {
 		if t.Ollama == nil {
 			t.Ollama = &Ollama{}
@@ -419,6 +427,7 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 		d.at(path+".follow_redirects", "applies to HTTP protocols only; gRPC has no redirects")
 	}
 	validateTrustedOrigins(d, path+".follow_redirects_trusted_origins", t.FollowRedirectsTrustedOrigins)
+	validateServerLoadReport(d, path, t, proto, known)
 	validateHTTPClient(d, path, t, proto, known)
 	positive(d, path+".timeout", t.Timeout)
 	positive(d, path+".stream_idle_timeout", t.StreamIdleTimeout)
@@ -870,6 +879,7 @@ func (t *Target) DriverOptions() probe.TargetOptions {
 		BearerToken:           string(t.APIKey),
 		SecretQueryParams:     slices.Clone(t.secretParams),
 		NewConnectionPerProbe: t.NewConnectionPerProbe,
+		ServerLoadReport:      t.serverLoadReport(),
 		StreamIdleTimeout:     time.Duration(t.StreamIdleTimeout),
 		MaxResponseBytes:      t.MaxResponseBytes,
 		Triton:                t.tritonOptions(),
@@ -879,6 +889,44 @@ func (t *Target) DriverOptions() probe.TargetOptions {
 	// short forms and http_client_config.
 	t.httpClientOptions(&o)
 	return o
+}
+
+// server_load_report values.
+const (
+	ServerLoadReportAuto = "auto"
+	ServerLoadReportOn   = "on"
+	ServerLoadReportOff  = "off"
+)
+
+// ServerLoadReports lists the server_load_report values.
+func ServerLoadReports() []string {
+	return []string{ServerLoadReportAuto, ServerLoadReportOn, ServerLoadReportOff}
+}
+
+// validateServerLoadReport checks server_load_report: a known value, and
+// on only where the request is HTTP (the report is an HTTP header).
+func validateServerLoadReport(d *decoder, path string, t *Target, proto probe.Protocol, known bool) {
+	switch t.ServerLoadReport {
+	case ServerLoadReportAuto, ServerLoadReportOff, "":
+	case ServerLoadReportOn:
+		if known && proto.Endpoint != probe.EndpointURL {
+			d.at(path+".server_load_report", "applies to HTTP protocols only; the load report is an HTTP header; remove it or set off")
+		}
+	default:
+		d.at(path+".server_load_report", "unknown value %q; want one of %s", t.ServerLoadReport, strings.Join(ServerLoadReports(), ", "))
+	}
+}
+
+// serverLoadReport is whether probes of t ask for the server's load:
+// auto asks on the OpenAI protocols, which vLLM serves.
+func (t *Target) serverLoadReport() bool {
+	switch t.ServerLoadReport {
+	case ServerLoadReportOn:
+		return true
+	case ServerLoadReportOff:
+		return false
+	}
+	return t.Protocol == probe.ProtocolOpenAIChat || t.Protocol == probe.ProtocolOpenAICompletions
 }
 
 // tritonOptions is a copy of the resolved Triton options, so that every

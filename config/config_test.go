@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llm-prober/llm-prober/probe"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden .err files of testdata/bad")
@@ -256,6 +258,38 @@ targets:
 		}
 		if a, b := cfg.Targets[0].Histograms, cfg.Targets[1].Histograms; a != c.wantA || b != c.wantB {
 			t.Errorf("%q/%q: histograms %s, %s; want %s, %s", c.top, c.target, a, b, c.wantA, c.wantB)
+		}
+	}
+}
+
+// TestServerLoadReport: auto asks on the OpenAI protocols only, on asks
+// on any HTTP protocol, off never.
+func TestServerLoadReport(t *testing.T) {
+	for _, tc := range []struct {
+		protocol, setting string
+		want              bool
+	}{
+		{probe.ProtocolOpenAIChat, "", true},
+		{probe.ProtocolOpenAICompletions, "auto", true},
+		{probe.ProtocolOpenAIChat, "off", false},
+		{probe.ProtocolTGI, "", false},
+		{probe.ProtocolTritonGenerate, "on", true},
+	} {
+		yml := "targets:\n  - name: t\n    protocol: " + tc.protocol + "\n    url: http://localhost:8000\n    model: m\n"
+		if tc.setting != "" {
+			yml += "    server_load_report: " + tc.setting + "\n"
+		}
+		yml += "    probes: [{name: p, schedule: {every: 1m}}]\n"
+		path := filepath.Join(t.TempDir(), "c.yml")
+		if err := os.WriteFile(path, []byte(yml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Load(path)
+		if err != nil {
+			t.Fatalf("%s %q: %v", tc.protocol, tc.setting, err)
+		}
+		if got := c.Targets[0].DriverOptions().ServerLoadReport; got != tc.want {
+			t.Errorf("%s server_load_report %q: asks %t, want %t", tc.protocol, tc.setting, got, tc.want)
 		}
 	}
 }

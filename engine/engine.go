@@ -247,6 +247,7 @@ func (e *Engine) record(p *Probe, sent Sent, lengths *lengthCheck, health *trans
 		e.cancelled.Add(1)
 	}
 	logCancel(logger, res)
+	probe.LogDetails(logger, res)
 	health.log(logger, p, res)
 	return ok
 }

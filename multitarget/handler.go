@@ -185,6 +185,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sent := p.Send(ctx)
 	res := sent.Result
 	logger.Debug("Probe done", "outcome", res.Outcome, "request_id", res.RequestID, "ttft", res.TTFT, "e2e", res.EndToEnd, "output_tokens", res.OutputTokens, "err", res.Err)
+	probe.LogDetails(logger, res)
 	if res.Outcome != probe.OutcomeSuccess {
 		logger.Debug("Probe failed", "outcome", res.Outcome, "err", res.Err)
 	}

@@ -201,3 +201,36 @@ func TestScrapeTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeDebugServerLoad: a non-streamed probe of a vLLM-like server
+// asks for its load; /probe?debug=true logs the report and answers its
+// gauges.
+func TestProbeDebugServerLoad(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.yml")
+	if err := os.WriteFile(p, []byte(`
+modules:
+  chat:
+    protocol: openai_chat
+    model: sim
+    allowed_targets: 'http://127\.0\.0\.1:[0-9]+'
+    probes: [{name: unary, stream: false, schedule: {every: 15s}, timeout: 10s}]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := New(Options{Config: func() *config.Config { return cfg }, Logger: promslog.NewNopLogger(), MaxConcurrent: 1})
+	w := get(h, "module=chat&debug=true&target="+url.QueryEscape(sim(t, nil)), nil)
+	body := w.Body.String()
+	for _, want := range []string{`msg="Server load reported with the answer"`, `load="waiting 0, kv cache`,
+		`llm_probe_server_load_requests_waiting{model="sim",probe="unary"} 0`, `llm_probe_server_load_kv_cache_usage_ratio{model="sim",probe="unary"}`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("debug answer lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "llm_probe_server_load_requests_running") {
+		t.Errorf("a running gauge vLLM never reports:\n%s", body)
+	}
+}

@@ -29,6 +29,14 @@ var (
 		"Input tokens of the probe's request, where the server reported them.", []string{"probe", "model"}, nil)
 	descPhase = prometheus.NewDesc("llm_probe_last_phase_duration_seconds",
 		"Duration of each phase of the probe's request that happened.", []string{"probe", "model", "phase"}, nil)
+	// The server's load report in the answer (probe.ServerLoad), named as
+	// the daemon's per-probe gauges.
+	descLoadWaiting = prometheus.NewDesc("llm_probe_server_load_requests_waiting",
+		"Requests waiting in the server's queue, as the server reported them in its answer to the probe (endpoint-load-metrics).", []string{"probe", "model"}, nil)
+	descLoadRunning = prometheus.NewDesc("llm_probe_server_load_requests_running",
+		"Requests the server was processing, as it reported them in its answer to the probe (endpoint-load-metrics).", []string{"probe", "model"}, nil)
+	descLoadKVCache = prometheus.NewDesc("llm_probe_server_load_kv_cache_usage_ratio",
+		"Fraction of the server's KV cache in use (0 to 1), as it reported it in its answer to the probe (endpoint-load-metrics).", []string{"probe", "model"}, nil)
 	descStatus = prometheus.NewDesc("llm_probe_last_http_status_code",
 		"HTTP status code of the probe's response (0 for none or gRPC).", []string{"probe", "model"}, nil)
 )
@@ -41,7 +49,7 @@ type resultCollector struct {
 }
 
 func (c resultCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSuccess, descOutcome, descTTFT, descTPOT, descE2E, descOutTokens, descInTokens, descPhase, descStatus} {
+	for _, d := range []*prometheus.Desc{descSuccess, descOutcome, descTTFT, descTPOT, descE2E, descOutTokens, descInTokens, descPhase, descStatus, descLoadWaiting, descLoadRunning, descLoadKVCache} {
 		ch <- d
 	}
 }
@@ -83,6 +91,17 @@ func (c resultCollector) Collect(ch chan<- prometheus.Metric) {
 	} {
 		if p.has {
 			gauge(descPhase, p.d.Seconds(), p.name)
+		}
+	}
+	if l := r.ServerLoad; l != nil {
+		if l.HasWaiting {
+			gauge(descLoadWaiting, l.Waiting)
+		}
+		if l.HasRunning {
+			gauge(descLoadRunning, l.Running)
+		}
+		if l.HasKVCache {
+			gauge(descLoadKVCache, l.KVCacheUsage)
 		}
 	}
 }

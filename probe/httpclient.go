@@ -239,6 +239,9 @@ func (t *httpTarget) send(ctx context.Context, r *Result, endpoint string, body 
 	ex.resp = resp
 	r.StatusCode = resp.StatusCode
 	r.RateLimit = parseRateLimit(resp.Header, resp.StatusCode, time.Now())
+	if t.opts.ServerLoadReport {
+		r.ServerLoad = serverLoadOf(resp.Header)
+	}
 	if resp.TLS != nil {
 		// Set on pooled connections too: the state of the handshake that
 		// opened the connection.
@@ -373,6 +376,10 @@ func (t *httpTarget) setHeaders(req *http.Request, id string, stream bool) {
 	}
 	h.Set("Accept-Encoding", "identity")
 	h.Set("User-Agent", "llm-prober")
+	if t.opts.ServerLoadReport {
+		// Before the configured headers, so that one can ask for json.
+		h.Set(HeaderLoadMetricsFormat, "text")
+	}
 	for k, v := range t.opts.Headers {
 		if strings.EqualFold(k, "Host") {
 			req.Host = v

@@ -102,6 +102,10 @@ type TargetOptions struct {
 	// OllamaAPI selects the ollama protocol's endpoint: OllamaAPIChat
 	// (/api/chat, also when empty) or OllamaAPIGenerate (/api/generate).
 	OllamaAPI string
+	// ServerLoadReport asks the server for its load with every request
+	// (endpoint-load-metrics-format: text) and reads the report from the
+	// answer into Result.ServerLoad (serverload.go). HTTP drivers only.
+	ServerLoadReport bool
 	// Triton configures the triton_generate and triton_grpc drivers.
 	Triton TritonOptions
 	// Pooling configures the embedding and rerank drivers.

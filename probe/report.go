@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -43,7 +44,7 @@ func WriteReport(w io.Writer, target, probeName string, r *Result) error {
 	}
 	line("connection", "%s", conn)
 	if rt := r.Retry; rt != nil {
-		line("  retried", "the first attempt's pooled connection failed before any answer (%s: %v); sent again on a new connection, and every time below is that attempt's", rt.Reason, rt.Err)
+		line("  retried", "the first attempt's pooled connection failed before any answer (%s: %s); sent again on a new connection, and every time below is that attempt's", rt.Reason, orNone(rt.ErrText()))
 	}
 	line("  dns", "%s", phase(p.DNS, p.HasDNS))
 	line("  connect", "%s", phase(p.Connect, p.HasConnect))
@@ -93,10 +94,43 @@ func WriteReport(w io.Writer, target, probeName string, r *Result) error {
 	}
 	line("finish reason", "%s", orNone(r.FinishReason))
 	writePooled(line, r)
+	writeServerLoad(line, r.ServerLoad)
 	writeServerTimings(line, r)
 	writeAnswerReport(line, r)
 	writeCancelReport(line, r)
 	return tw.Flush()
+}
+
+// writeServerLoad prints the load report the server sent with the answer,
+// or why it could not be used.
+func writeServerLoad(line func(label, format string, args ...any), l *ServerLoad) {
+	if l == nil {
+		return
+	}
+	line("server load", "%s", ServerLoadSummary(l))
+	if l.Err != nil {
+		line("  dropped", "%v", l.Err)
+	}
+}
+
+// ServerLoadSummary is a load report in one line, as the probe report,
+// the status page and /probe?debug=true show it, e.g. "waiting 3,
+// kv cache 42.0% (the server's, at this request)".
+func ServerLoadSummary(l *ServerLoad) string {
+	if !l.Present() {
+		return "none usable"
+	}
+	var parts []string
+	if l.HasWaiting {
+		parts = append(parts, "waiting "+strconv.FormatFloat(l.Waiting, 'f', -1, 64))
+	}
+	if l.HasRunning {
+		parts = append(parts, "running "+strconv.FormatFloat(l.Running, 'f', -1, 64))
+	}
+	if l.HasKVCache {
+		parts = append(parts, fmt.Sprintf("kv cache %.1f%%", 100*l.KVCacheUsage))
+	}
+	return strings.Join(parts, ", ") + " (the server's, at this request)"
 }
 
 // writeServerTimings prints the server's own account beside the client's

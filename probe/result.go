@@ -7,6 +7,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"time"
+
+	"github.com/llm-prober/llm-prober/internal/display"
 )
 
 // Outcome classifies how a probe ended. The values are label values of
@@ -250,6 +252,9 @@ type Result struct {
 	// RateLimit holds the rate-limit headers of the answer (ratelimit.go);
 	// nil when it carried none.
 	RateLimit *RateLimit
+	// ServerLoad is the load report the server sent in the answer's head
+	// (serverload.go), when the target asks for one; nil when none came.
+	ServerLoad *ServerLoad
 	// Pooled describes the answer of an embedding or rerank probe (whose
 	// output is vectors or scores, not tokens); nil for other protocols.
 	Pooled *PooledAnswer
@@ -281,6 +286,19 @@ type Retry struct {
 	Reason string
 	// Err is the first attempt's error (redacted).
 	Err error
+}
+
+// MaxRetryErrBytes bounds the first attempt's error text as outputs
+// show it (Retry.ErrText).
+const MaxRetryErrBytes = 512
+
+// ErrText is the first attempt's error as outputs show it: redacted when
+// it was recorded, clipped to MaxRetryErrBytes; empty when none is known.
+func (rt *Retry) ErrText() string {
+	if rt == nil || rt.Err == nil {
+		return ""
+	}
+	return display.Cut(rt.Err.Error(), MaxRetryErrBytes)
 }
 
 // Retry reasons, label values of llm_probe_connection_retries_total.

@@ -637,6 +637,11 @@ func (j *job) runUnary(ctx context.Context) (outcome, reason string) {
 	if _, ok := j.p.faults.get(faultMalformed); ok {
 		body = body[:len(body)/2]
 	}
+	if lr, ok := j.fe.(loadReporter); ok {
+		// At the answer's completion, as vLLM builds the header with
+		// its JSONResponse, while this request still holds its slot.
+		lr.reportLoad(j.w.Header())
+	}
 	writeBody(j.w, http.StatusOK, "application/json", body)
 	if j.rc.Flush() != nil {
 		return outcomeClientGone, ""

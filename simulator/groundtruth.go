@@ -60,6 +60,9 @@ type RequestRecord struct {
 	FinishReason    string `json:"finish_reason,omitempty"`
 	// RateLimit is what the rate-limit headers said (rate_limit).
 	RateLimit *RateLimitRecord `json:"rate_limit,omitempty"`
+	// LoadReport is the load report sent with the answer
+	// (endpoint-load-metrics, loadreport.go); nil when none was.
+	LoadReport *LoadReportRecord `json:"load_report,omitempty"`
 	// Text is the content sent, when the answer was fixed (output.answer
 	// or X-Sim-Answer), at most 4 KiB; empty for random words.
 	Text   string   `json:"text,omitempty"`

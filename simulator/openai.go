@@ -127,6 +127,9 @@ type openAIFrontEnd struct {
 	chat     bool
 	llamacpp bool // answer as llama.cpp's llama-server
 	j        *job
+	// loadFormat is the request's endpoint-load-metrics-format
+	// (loadreport.go); empty when it asked for no load report.
+	loadFormat string
 }
 
 func (f *openAIFrontEnd) protocol() string {
@@ -139,7 +142,8 @@ func (f *openAIFrontEnd) protocol() string {
 // handleOpenAI serves /v1/chat/completions (chat) or /v1/completions.
 func (s *Server) handleOpenAI(chat bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		fe := &openAIFrontEnd{chat: chat, llamacpp: s.cfg.OpenAIServer == OpenAIServerLlamaCpp}
+		fe := &openAIFrontEnd{chat: chat, llamacpp: s.cfg.OpenAIServer == OpenAIServerLlamaCpp,
+			loadFormat: r.Header.Get(headerLoadMetricsFormat)}
 		id, ok := s.requestID(w, r)
 		if !ok {
 			writeBody(w, http.StatusBadRequest, "application/json",

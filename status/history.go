@@ -29,9 +29,14 @@ const (
 	// generates or the server names; real values are far shorter.
 	maxHistoryIDBytes     = 128
 	maxHistoryFinishBytes = 64
+	// MaxHistoryRetryErrBytes bounds the first attempt's error of a
+	// retried request; maxHistoryLoadBytes the server's load report as
+	// one line.
+	MaxHistoryRetryErrBytes = probe.MaxRetryErrBytes
+	maxHistoryLoadBytes     = 256
 	// recordFixedBytes is the size of a Record without its strings' bytes
 	// (measured with unsafe.Sizeof on amd64, rounded up).
-	recordFixedBytes = 320
+	recordFixedBytes = 352
 	// logLineFixedBytes is one LogLine without its text.
 	logLineFixedBytes = 40
 	// MaxHistoryAnswerBytes bounds each text of a wrong answer's
@@ -40,6 +45,7 @@ const (
 	answerCheckFixedBytes = 48
 	// MaxRecordBytes is the most one record can hold.
 	MaxRecordBytes = recordFixedBytes + MaxHistoryErrorBytes + maxHistoryIDBytes + maxHistoryFinishBytes +
+		MaxHistoryRetryErrBytes + maxHistoryLoadBytes +
 		MaxHistoryLogLines*(logLineFixedBytes+MaxHistoryLogLineBytes) +
 		answerCheckFixedBytes + 2*MaxHistoryAnswerBytes
 )
@@ -91,6 +97,13 @@ type Record struct {
 	// Retry is how the first attempt failed on a pooled connection when
 	// the request was sent again (probe.Retry.Reason); empty otherwise.
 	Retry string
+	// RetryErr is the first attempt's error (redacted, at most
+	// MaxHistoryRetryErrBytes): without it a retry of reason other says
+	// nothing of what happened.
+	RetryErr string
+	// ServerLoad is the load report the server sent with the answer, as
+	// one line (probe.ServerLoadSummary); empty when none came.
+	ServerLoad string
 
 	// Err is the (already redacted) error, at most MaxHistoryErrorBytes.
 	Err string
@@ -317,6 +330,14 @@ func NewRecord(info HistoryProbe, req *probe.Request, res *probe.Result) Record 
 	}
 	if res.Retry != nil {
 		r.Retry = res.Retry.Reason
+		r.RetryErr = display.Cut(redact.Default().String(res.Retry.ErrText()), MaxHistoryRetryErrBytes)
+	}
+	if l := res.ServerLoad; l != nil {
+		line := probe.ServerLoadSummary(l)
+		if l.Err != nil {
+			line += "; dropped: " + redact.Default().String(l.Err.Error())
+		}
+		r.ServerLoad = display.Cut(line, maxHistoryLoadBytes)
 	}
 	r.TPOT, r.HasTPOT = res.TPOT()
 	if len(res.Chunks) > 1 {
@@ -353,6 +374,14 @@ func NewRecord(info HistoryProbe, req *probe.Request, res *probe.Result) Record 
 	return r
 }
 
+// retryErrOrUnknown is the first attempt's error as the log shows it.
+func retryErrOrUnknown(s string) string {
+	if s == "" {
+		return "no error text"
+	}
+	return s
+}
+
 // debugLog tells the story of one failed request in blackbox_exporter's
 // probe-log style, derived from the request and the result after the fact:
 // the request's shape (never its prompt text or headers), the connection
@@ -376,7 +405,7 @@ func debugLog(info HistoryProbe, req *probe.Request, res *probe.Result, rec Reco
 	p := res.Phases
 	var at time.Duration
 	if rt := res.Retry; rt != nil {
-		add(0, "A pooled connection failed before any answer (%s); sent again on a new connection, timed from here", rt.Reason)
+		add(0, "A pooled connection failed before any answer (%s: %s); sent again on a new connection, timed from here", rt.Reason, retryErrOrUnknown(rec.RetryErr))
 	}
 	if p.ConnectionReused {
 		add(0, "Reusing a pooled connection (no dns, connect or tls)")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -167,6 +168,8 @@ func TestHistoryMemoryBound(t *testing.T) {
 			// A wrong answer's texts are cut too.
 			r.Answer = strings.Clone(big)
 			r.AssertionFailures = []probe.AssertionFailure{{Name: "a", Kind: probe.AssertEquals, Expected: big, Err: errors.New("differs")}}
+			r.Retry = &probe.Retry{Reason: probe.RetryOther, Err: errors.New(strings.Clone(big))}
+			r.ServerLoad = &probe.ServerLoad{HasWaiting: true, Err: errors.New(strings.Clone(big))}
 		}
 		h.Record("t", "p", req, r)
 	}
@@ -180,6 +183,9 @@ func TestHistoryMemoryBound(t *testing.T) {
 		}
 		if !utf8.ValidString(r.Err) || !strings.HasSuffix(r.Err, "…") {
 			t.Fatalf("error not cut cleanly: …%q", r.Err[len(r.Err)-8:])
+		}
+		if len(r.RetryErr) > MaxHistoryRetryErrBytes || len(r.ServerLoad) > maxHistoryLoadBytes || r.RetryErr == "" || r.ServerLoad == "" {
+			t.Fatalf("retry error of %d bytes, server load of %d", len(r.RetryErr), len(r.ServerLoad))
 		}
 		if a := r.Answer; a == nil || len(a.Expected) > MaxHistoryAnswerBytes || len(a.Received) > MaxHistoryAnswerBytes {
 			t.Fatalf("answer check %+v not kept within its bounds", a)
@@ -206,6 +212,45 @@ func TestHistoryMemoryBound(t *testing.T) {
 	t.Logf("the store retains %d bytes for %d records (bound %d per record, %d for the probe)", retained, n, MaxRecordBytes, n*MaxRecordBytes)
 	if limit := int64(n * MaxRecordBytes); retained > limit {
 		t.Errorf("the store retains %d bytes, over %d: do cut strings keep their source alive?", retained, limit)
+	}
+}
+
+// TestHistoryRetryOtherKeepsItsText: a retry whose first attempt failed
+// for a reason without its own class (other) shows that attempt's error,
+// redacted, in the debug log and on the result view.
+func TestHistoryRetryOtherKeepsItsText(t *testing.T) {
+	r := &probe.Result{Start: time.Unix(0, 0), Outcome: probe.OutcomeHTTP5xx, Err: errors.New("server error"), EndToEnd: time.Millisecond,
+		Retry: &probe.Retry{Reason: probe.RetryOther, Err: errors.New("tls: bad record MAC from https://u:planted-pw@x/")}}
+	rec := NewRecord(testProbe, nil, r)
+	if rec.Retry != probe.RetryOther || !strings.Contains(rec.RetryErr, "tls: bad record MAC") || strings.Contains(rec.RetryErr, "planted-pw") {
+		t.Fatalf("record retry %q %q", rec.Retry, rec.RetryErr)
+	}
+	var logged bool
+	for _, l := range rec.Log {
+		logged = logged || strings.Contains(l.Msg, "(other: tls: bad record MAC")
+	}
+	if !logged {
+		t.Errorf("debug log lacks the first attempt's error: %+v", rec.Log)
+	}
+	v := waterfall(&rec, time.Unix(0, 0))
+	if len(v.Notes) == 0 || !strings.Contains(v.Notes[0], "(other: tls: bad record MAC") {
+		t.Errorf("result view notes %q", v.Notes)
+	}
+}
+
+// TestHistoryServerLoad: the server's load report reaches the result
+// view as one line.
+func TestHistoryServerLoad(t *testing.T) {
+	r := &probe.Result{Start: time.Unix(0, 0), Outcome: probe.OutcomeSuccess, EndToEnd: time.Millisecond,
+		ServerLoad: &probe.ServerLoad{Waiting: 3, HasWaiting: true, KVCacheUsage: 0.5, HasKVCache: true}}
+	rec := NewRecord(testProbe, nil, r)
+	v := waterfall(&rec, time.Unix(0, 0))
+	want := "Server load reported with the answer (endpoint-load-metrics): waiting 3, kv cache 50.0% (the server's, at this request)."
+	if !slices.Contains(v.Notes, want) {
+		t.Errorf("notes %q, want %q", v.Notes, want)
+	}
+	if rec = NewRecord(testProbe, nil, &probe.Result{Outcome: probe.OutcomeSuccess}); rec.ServerLoad != "" {
+		t.Errorf("server load %q without a report", rec.ServerLoad)
 	}
 }
 

@@ -88,8 +88,15 @@ func waterfall(r *Record, now time.Time) *waterfallView {
 		Geom:      wfGeom{W: wfW, NameX: wfNameX, X0: wfX0, X1: wfX1, Top: wfTop, BarH: wfBarH},
 	}
 	if r.Retry != "" {
-		v.Notes = append(v.Notes, "Sent twice: a pooled connection failed before any answer ("+r.Retry+
+		why := r.Retry
+		if r.RetryErr != "" {
+			why += ": " + r.RetryErr
+		}
+		v.Notes = append(v.Notes, "Sent twice: a pooled connection failed before any answer ("+why+
 			"), and the request went again on a new connection. The times are the second attempt's, from its own start.")
+	}
+	if r.ServerLoad != "" {
+		v.Notes = append(v.Notes, "Server load reported with the answer (endpoint-load-metrics): "+r.ServerLoad+".")
 	}
 	if p.ConnectionReused {
 		v.Notes = append(v.Notes, "Reused a pooled connection: no dns, connect or tls.")
