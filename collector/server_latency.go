@@ -67,6 +67,11 @@ func latencyCounterRules() []serverRule {
 		// _num_accepted_tokens_total, unlabelled, on current builds.
 		{kind: KindLlamaCPP, out: serverSpecDraftTokens, sources: one("llamacpp:spec_decode_num_draft_tokens_total")},
 		{kind: KindLlamaCPP, out: serverSpecAccepted, sources: one("llamacpp:spec_decode_num_accepted_tokens_total")},
+		// NVIDIA/TensorRT-LLM tensorrt_llm/metrics/collector.py (the 2026
+		// line): per speculative position (token_position), summed here;
+		// only with return_perf_metrics.
+		{kind: KindTRTLLM, out: serverSpecDraftTokens, sources: one("trtllm_spec_decode_drafted_tokens_total")},
+		{kind: KindTRTLLM, out: serverSpecAccepted, sources: one("trtllm_spec_decode_accepted_tokens_total")},
 	}
 }
 
@@ -120,6 +125,15 @@ func latencyHistogramRules() []histogramRule {
 		// histogram. tgi_request_mean_time_per_token_duration is one
 		// observation per request (its mean), so it is the per-request
 		// TPOT, not the per-gap ITL.
+		// NVIDIA/TensorRT-LLM tensorrt_llm/metrics/collector.py @050f80d
+		// and the 2026 line alike: labels model_name, engine_type; filled
+		// only with return_perf_metrics. time_per_output_token_seconds is
+		// observed once per finished request (its mean), so it is the
+		// per-request TPOT.
+		{kind: KindTRTLLM, out: serverTTFT, metric: "trtllm_time_to_first_token_seconds"},
+		{kind: KindTRTLLM, out: serverRequestTPOT, metric: "trtllm_time_per_output_token_seconds", note: "one observation per request"},
+		{kind: KindTRTLLM, out: serverQueueTime, metric: "trtllm_request_queue_time_seconds"},
+
 		{kind: KindTGI, out: serverQueueTime, metric: "tgi_request_queue_duration"},
 		{kind: KindTGI, out: serverRequestTPOT, metric: "tgi_request_mean_time_per_token_duration", note: "per-request mean"},
 

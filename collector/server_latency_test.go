@@ -132,6 +132,19 @@ func TestLatencyHistograms(t *testing.T) {
 			{serverRequestTPOT, "", 3, 0.049, 35, nil},
 		})
 	})
+	t.Run("trtllm", func(t *testing.T) {
+		// trtllm-serve's TPOT histogram is one observation per request;
+		// spec-decode counters are summed over token_position.
+		res := normaliseFile(t, "servers/trtllm-2026.prom", KindAuto)
+		if res.kind != KindTRTLLM {
+			t.Fatalf("kind %q", res.kind)
+		}
+		checkHists(t, res.histograms, []wantHist{
+			{serverTTFT, "nemotron-nano-3", 44, 3.5, 3, map[float64]uint64{0.01: 0, 0.1: 30, 1: 44}},
+			{serverRequestTPOT, "nemotron-nano-3", 44, 0.66, 2, map[float64]uint64{0.01: 10, 0.025: 44}},
+			{serverQueueTime, "nemotron-nano-3", 44, 2.2, 2, map[float64]uint64{0.3: 42, 1: 44}},
+		})
+	})
 	t.Run("llamacpp", func(t *testing.T) {
 		res := normaliseFile(t, "servers/llamacpp-latency.prom", KindAuto)
 		if res.kind != KindLlamaCPP || len(res.histograms) != 0 {

@@ -421,7 +421,13 @@ func serverRules() []serverRule {
 	// reason and are not counted.
 	add(
 		serverRule{kind: KindTRTLLM, out: serverRequestsWaiting, sources: one("trtllm_num_requests_waiting")},
+		// Another line of collector.py (a 2026 copy read for issue 28; its
+		// commit is not pinned) names the same two gauges
+		// trtllm_server_queue_length (numQueuedRequests) and
+		// trtllm_num_active_requests (numActiveRequests).
+		serverRule{kind: KindTRTLLM, out: serverRequestsWaiting, sources: one("trtllm_server_queue_length"), note: "other collector.py line: numQueuedRequests"},
 		serverRule{kind: KindTRTLLM, out: serverRequestsRunning, sources: one("trtllm_num_requests_running")},
+		serverRule{kind: KindTRTLLM, out: serverRequestsRunning, sources: one("trtllm_num_active_requests"), note: "other collector.py line: numActiveRequests"},
 		serverRule{kind: KindTRTLLM, out: serverBatchSize, sources: one("trtllm_num_scheduled_requests")},
 		serverRule{kind: KindTRTLLM, out: serverKVCacheUsage, sources: one("trtllm_kv_cache_utilization"), agg: aggMax},
 		serverRule{kind: KindTRTLLM, out: serverKVCacheUsage,
