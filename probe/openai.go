@@ -683,7 +683,7 @@ func streamError(data []byte) (Outcome, error) {
 		// {"code","message","type"} without a wrapper.
 		var in innerError
 		if json.Unmarshal(bytes.TrimSpace(data), &in) == nil && (len(in.Message) > 0 || len(in.Code) > 0) {
-			e := apiError{message: jsonText(in.Message), kind: sanitize([]byte(in.Type)), code: jsonCode(in.Code)}
+			e := in.apiError()
 			return e.outcome(), fmt.Errorf("mid-stream %w", e)
 		}
 	}
