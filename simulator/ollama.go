@@ -154,6 +154,9 @@ func (f *ollamaFrontEnd) body(p *plan, text, reasoning string) []byte {
 	return b
 }
 
+// ollamaServerBusy is Ollama's own words for a full queue (OLLAMA_MAX_QUEUE).
+const ollamaServerBusy = "server busy, please try again.  maximum pending requests exceeded"
+
 type ollamaError struct {
 	Error string `json:"error"`
 }
@@ -161,7 +164,7 @@ type ollamaError struct {
 func (f *ollamaFrontEnd) errorBody(status int, msg string) []byte {
 	if status == http.StatusServiceUnavailable {
 		// Ollama's own words for a full queue (OLLAMA_MAX_QUEUE).
-		msg = "server busy, please try again.  maximum pending requests exceeded"
+		msg = ollamaServerBusy
 	}
 	b, err := json.Marshal(ollamaError{Error: msg})
 	if err != nil {
