@@ -141,7 +141,7 @@ type descs struct {
 	ttft, tpot, itl, duration, tps, phase, lag *prometheus.Desc
 	requests, inTokens, outTokens, slo, skip   *prometheus.Desc
 	success, lastTTFT, lastRun, objective      *prometheus.Desc
-	retry, tlsExpiry                           *prometheus.Desc
+	retry, tlsExpiry, finish                   *prometheus.Desc
 	serverTiming, serverTimingInvalid          *prometheus.Desc
 	usageInvalid                               *prometheus.Desc
 	sched                                      schedDescs
@@ -158,6 +158,7 @@ func newDescs() descs {
 		sched:        newSchedDescs(base),
 		streak:       newStreakDescs(base),
 		retry:        newRetryDesc(base),
+		finish:       newFinishDesc(base),
 		tlsExpiry:    newTLSExpiryDesc(base),
 		usageInvalid: newUsageInvalidDesc(base),
 		ttft: prometheus.NewDesc("llm_probe_time_to_first_token_seconds",
@@ -225,7 +226,7 @@ func (m *ProbeMetrics) Describe(ch chan<- *prometheus.Desc) {
 		m.d.ttft, m.d.tpot, m.d.itl, m.d.duration, m.d.tps, m.d.phase, m.d.lag,
 		m.d.requests, m.d.inTokens, m.d.outTokens, m.d.slo, m.d.skip,
 		m.d.success, m.d.lastTTFT, m.d.lastRun, m.d.objective, m.d.retry, m.d.tlsExpiry,
-		m.d.serverTiming, m.d.serverTimingInvalid, m.d.usageInvalid,
+		m.d.serverTiming, m.d.serverTimingInvalid, m.d.usageInvalid, m.d.finish,
 	} {
 		ch <- d
 	}
@@ -355,6 +356,8 @@ type series struct {
 	phases [numPhases]atomic.Pointer[phaseHistogram]
 	// retries are indexed like probe.RetryReasons(), created on first use.
 	retries [numRetryReasons]atomic.Pointer[counter]
+	// finishes are indexed like finishReasons, created on first use.
+	finishes [len(finishReasons)]atomic.Pointer[counter]
 	// The server's own timings (server_timing_metrics.go).
 	serverTimingSeries
 	// Token counts the probe dropped (usage_metrics.go).
@@ -537,6 +540,7 @@ func (s *series) collect(ch chan<- prometheus.Metric) {
 	s.sched.collect(ch)
 	s.streak.collect(ch)
 	s.collectRetries(ch)
+	s.collectFinishes(ch)
 	s.tls.collect(ch)
 	s.collectServerTimings(ch)
 	s.collectUsageInvalid(ch)
@@ -637,6 +641,7 @@ func (s *series) observe(r *probe.Result) {
 	if r.Retry != nil {
 		s.countRetry(r.Retry.Reason)
 	}
+	s.countFinish(r)
 	s.tls.observe(r)
 	// Tokens are counted for every outcome: a stream cut short still cost the
 	// server the tokens it sent. The probe has dropped implausible counts

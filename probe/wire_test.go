@@ -90,3 +90,17 @@ func TestSGLangQueueFullStreamError(t *testing.T) {
 	r := probeOnce(t, d, streamReq(), 10*time.Second)
 	wantOutcome(t, r, OutcomeHTTP5xx, "(code 503, type Service Unavailable): The request queue is full.")
 }
+
+// TestRepetitionFinishIsSuccess: vLLM's repetition detector ends a choice
+// with finish_reason "repetition" (vllm/v1 finished_reason values). The
+// answer is complete and well-formed, so the outcome stays success (its
+// latency is real); the reason is kept for llm_probe_finish_reasons_total.
+func TestRepetitionFinishIsSuccess(t *testing.T) {
+	ts := startServer(t, sseHandler(ev(chatDelta("a")), ev(chatDelta("a")), ev(chatFinish("repetition")), ev("[DONE]")))
+	d, _ := newDriver(t, ProtocolOpenAIChat, ts.URL, nil)
+	r := probeOnce(t, d, streamReq(), 10*time.Second)
+	wantOutcome(t, r, OutcomeSuccess, "")
+	if r.FinishReason != "repetition" || len(r.Chunks) != 2 {
+		t.Errorf("finish %q, %d chunks", r.FinishReason, len(r.Chunks))
+	}
+}
