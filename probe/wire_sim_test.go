@@ -100,3 +100,29 @@ func TestTGIAndOllamaOpenAIRoutesAgainstSimulator(t *testing.T) {
 		t.Errorf("TGI completions: %s %v, %d chunks, finish %q", res.Outcome, res.Err, len(res.Chunks), res.FinishReason)
 	}
 }
+
+// TestOllamaToolCallsAgainstSimulator: a native /api/chat answer that is a
+// tool call has its output in message.tool_calls: the probe counts that
+// line as its output chunk, with the TTFT it arrived at, and takes the
+// token count from eval_count (the ground truth's).
+func TestOllamaToolCallsAgainstSimulator(t *testing.T) {
+	sim, _ := fastSim(t, nil)
+	d, err := probe.NewDriver(probe.ProtocolOllama, probe.TargetOptions{Name: "sim", URL: sim.URL, Model: "sim-llm"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := []any{map[string]any{"type": "function", "function": map[string]any{"name": "get_weather", "parameters": map[string]any{"type": "object"}}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res := d.Probe(ctx, &probe.Request{Prompt: "weather in Paris?", MaxTokens: 6, Stream: true, Extra: map[string]any{"tools": tools}})
+	if res.Outcome != probe.OutcomeSuccess {
+		t.Fatalf("%s %v", res.Outcome, res.Err)
+	}
+	rec := simtest.GroundTruth(t, sim.URL, res.RequestID)
+	serverTTFT := time.Duration(rec.FirstTokenWriteUnixNano - res.Start.UnixNano())
+	if len(res.Chunks) != 1 || res.OutputTokens != rec.OutputTokens || res.OutputTokensSource != probe.TokenSourceServer ||
+		res.TTFT <= 0 || res.TTFT < serverTTFT {
+		t.Errorf("%d chunks, %d tokens (%s), TTFT %v; ground truth %d tokens, first token written at %v",
+			len(res.Chunks), res.OutputTokens, res.OutputTokensSource, res.TTFT, rec.OutputTokens, serverTTFT)
+	}
+}
