@@ -514,10 +514,17 @@ func (f *openAIFrontEnd) encodeEventSpaced(ev event, p *plan) []byte {
 	case kindError:
 		if f.ollama {
 			// Ollama's /v1 middleware decodes the {"error"} line of the
-			// native stream as a ChatResponse and drops the error; the
-			// stream then ends without [DONE] (middleware/openai.go
-			// ChatWriter.writeResponse @fb30760).
-			return nil
+			// native stream as an empty ChatResponse: the error is lost,
+			// a chunk with empty content goes out in its place, and the
+			// stream ends without [DONE] (middleware/openai.go
+			// ChatWriter.writeResponse, openai/openai.go toChunk @fb30760).
+			empty := ""
+			if !f.chat {
+				chunk.Choices = []completionChoice{{}}
+			} else {
+				chunk.Choices = []chatStreamChoice{{Delta: chatDelta{Content: &empty}}}
+			}
+			return sse(chunk)
 		}
 		if f.tgi {
 			return sse(tgiOpenAIErrorEvent(ev.status, ev.msg))

@@ -53,14 +53,16 @@ func TestTGIOpenAIRoutes(t *testing.T) {
 	}
 }
 
-// TestOllamaOpenAIRoutes: Ollama's /v1 middleware drops an error inside
-// the native stream; the SSE stream just ends, without [DONE].
+// TestOllamaOpenAIRoutes: Ollama's /v1 middleware turns an error inside
+// the native stream into a chunk with empty content; the SSE stream then
+// ends, without [DONE].
 func TestOllamaOpenAIRoutes(t *testing.T) {
 	cfg := fastConfig()
 	cfg.OpenAIServer = OpenAIServerOllama
 	ts := startServer(t, cfg)
 	code, body := rawStream(t, ts, chatBody(4, map[string]any{"ignore_eos": true}), HeaderFault, "error_event:after=2")
-	if code != 200 || strings.Contains(body, "error") || strings.Contains(body, "[DONE]") || strings.Count(body, `"content":`) < 2 {
+	if code != 200 || strings.Contains(body, "error") || strings.Contains(body, "[DONE]") ||
+		!strings.HasSuffix(body, `"choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":null}]}`+"\n\n") {
 		t.Errorf("%d %q", code, body)
 	}
 	resp := ts.post(t, "/v1/chat/completions", chatBody(2, nil), HeaderFault, "queue_full")
