@@ -141,7 +141,7 @@ type descs struct {
 	ttft, tpot, itl, duration, tps, phase, lag *prometheus.Desc
 	requests, inTokens, outTokens, slo, skip   *prometheus.Desc
 	success, lastTTFT, lastRun, objective      *prometheus.Desc
-	retry, tlsExpiry                           *prometheus.Desc
+	retry, tlsExpiry, finish                   *prometheus.Desc
 	serverTiming, serverTimingInvalid          *prometheus.Desc
 	usageInvalid                               *prometheus.Desc
 	sched                                      schedDescs
@@ -160,6 +160,7 @@ func newDescs() descs {
 		streak:       newStreakDescs(base),
 		load:         newServerLoadDescs(base),
 		retry:        newRetryDesc(base),
+		finish:       newFinishDesc(base),
 		tlsExpiry:    newTLSExpiryDesc(base),
 		usageInvalid: newUsageInvalidDesc(base),
 		ttft: prometheus.NewDesc("llm_probe_time_to_first_token_seconds",
@@ -227,7 +228,7 @@ func (m *ProbeMetrics) Describe(ch chan<- *prometheus.Desc) {
 		m.d.ttft, m.d.tpot, m.d.itl, m.d.duration, m.d.tps, m.d.phase, m.d.lag,
 		m.d.requests, m.d.inTokens, m.d.outTokens, m.d.slo, m.d.skip,
 		m.d.success, m.d.lastTTFT, m.d.lastRun, m.d.objective, m.d.retry, m.d.tlsExpiry,
-		m.d.serverTiming, m.d.serverTimingInvalid, m.d.usageInvalid,
+		m.d.serverTiming, m.d.serverTimingInvalid, m.d.usageInvalid, m.d.finish,
 	} {
 		ch <- d
 	}
@@ -358,6 +359,8 @@ type series struct {
 	phases [numPhases]atomic.Pointer[phaseHistogram]
 	// retries are indexed like probe.RetryReasons(), created on first use.
 	retries [numRetryReasons]atomic.Pointer[counter]
+	// finishes are indexed like finishReasons, created on first use.
+	finishes [len(finishReasons)]atomic.Pointer[counter]
 	// The server's own timings (server_timing_metrics.go).
 	serverTimingSeries
 	// Token counts the probe dropped (usage_metrics.go).
@@ -542,6 +545,7 @@ func (s *series) collect(ch chan<- prometheus.Metric) {
 	s.sched.collect(ch)
 	s.streak.collect(ch)
 	s.collectRetries(ch)
+	s.collectFinishes(ch)
 	s.tls.collect(ch)
 	s.load.collect(ch)
 	s.collectServerTimings(ch)
@@ -643,6 +647,7 @@ func (s *series) observe(r *probe.Result) {
 	if r.Retry != nil {
 		s.countRetry(r.Retry.Reason)
 	}
+	s.countFinish(r)
 	s.tls.observe(r)
 	// The server's load is its own, whatever became of the request.
 	s.load.observe(r)

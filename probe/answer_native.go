@@ -30,7 +30,8 @@ func noteKinds(r *Result, reasoning, answer bool, at time.Time) {
 func noteOllama(r *Result, l *ollamaLine, data []byte, at time.Time) {
 	answer := bool(l.Response || l.Message.Content)
 	if !at.IsZero() {
-		noteKinds(r, bool(l.Thinking || l.Message.Thinking), answer, at)
+		// A tool call is the answer arriving, as on the OpenAI routes.
+		noteKinds(r, bool(l.Thinking || l.Message.Thinking), answer || bool(l.Message.ToolCalls), at)
 	} else if l.Thinking || l.Message.Thinking {
 		r.Reasoning.Seen = true
 	}

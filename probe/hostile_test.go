@@ -112,6 +112,11 @@ func FuzzChunk(f *testing.F) {
 		`{"choices":[{"finish_reason":"length","index":0,"delta":{}}],"usage":{"completion_tokens":12,"prompt_tokens":34},"timings":{"prompt_n":34,"prompt_ms":31.989,"prompt_per_token_ms":0.94,"predicted_n":12,"predicted_ms":80.5,"predicted_per_token_ms":6.7}}`,
 		`{"choices":[],"timings":{"prompt_ms":null,"prompt_per_token_ms":-1,"predicted_ms":1e400,"predicted_per_token_ms":"x"}}`,
 		`{"choices":[],"timings":{"prompt_ms":3600000.5,"predicted_ms":{"a":[[[]]]}}}`, `{"timings":[{"prompt_ms":1}]}`,
+		// TGI's OpenAI-route error event, and older llama.cpp usage whose
+		// cached part is prompt_tokens - timings.prompt_n.
+		`{"error":{"message":"Model is overloaded","http_status_code":422}}`,
+		`{"error":{"message":"Input validation error: x","http_status_code":"4e9"}}`,
+		`{"choices":[],"usage":{"prompt_tokens":20,"completion_tokens":1},"timings":{"prompt_n":4.5e18}}`,
 		"[[[[", "\xff",
 	} {
 		f.Add([]byte(s), false)

@@ -79,7 +79,8 @@ func decodeJSON(b []byte, v any) error {
 //
 //	{"error":{"message","type","code"}}        OpenAI, vLLM ≥0.10, llama.cpp, Ollama
 //	{"error":{flat object}}                    vLLM (older) mid-stream
-//	{"error":"text","error_type":"..."}        TGI
+//	{"error":"text","error_type":"..."}        TGI native routes
+//	{"error":{"message","http_status_code"}}   TGI OpenAI routes, in a stream
 //	{"object":"error","message","type","code"} vLLM (older), SGLang
 type errorFields struct {
 	Error     json.RawMessage `json:"error"`
@@ -94,6 +95,19 @@ type innerError struct {
 	Message json.RawMessage `json:"message"`
 	Type    string          `json:"type"`
 	Code    json.RawMessage `json:"code"`
+	// HTTPStatusCode is TGI's: its OpenAI routes send every in-stream
+	// error as {"message","http_status_code":422} (tgiOpenAIError).
+	HTTPStatusCode json.RawMessage `json:"http_status_code"`
+}
+
+// apiError decodes the inner object; a TGI OpenAI-route error, which has
+// http_status_code and no code, is classified by its message.
+func (in *innerError) apiError() apiError {
+	e := apiError{message: jsonText(in.Message), kind: sanitize([]byte(in.Type)), code: jsonCode(in.Code)}
+	if e.code == 0 && len(in.HTTPStatusCode) > 0 {
+		e = tgiOpenAIError(e.message, jsonCode(in.HTTPStatusCode))
+	}
+	return e
 }
 
 // apiError is a decoded server error.
@@ -144,7 +158,7 @@ func (f *errorFields) apiError() (apiError, bool) {
 			if err := json.Unmarshal(raw, &in); err != nil {
 				return apiError{message: sanitize(raw)}, true
 			}
-			return apiError{message: jsonText(in.Message), kind: sanitize([]byte(in.Type)), code: jsonCode(in.Code)}, true
+			return in.apiError(), true
 		case '"':
 			return apiError{message: jsonText(raw), kind: sanitize([]byte(f.ErrorType))}, true
 		default:

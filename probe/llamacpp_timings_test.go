@@ -157,3 +157,52 @@ func TestLlamaCppTimingsReport(t *testing.T) {
 func BenchmarkStreamEventLlamaCppFinal(b *testing.B) {
 	benchEvent(b, llamaCppSeeds[0])
 }
+
+// TestLlamaCppCachedPromptTokens: current llama.cpp sends
+// usage.prompt_tokens_details.cached_tokens; older builds (c392e50,
+// 2025-02) none, and then the cache's part is usage.prompt_tokens −
+// timings.prompt_n (the tokens the slot evaluated). A prompt_n that cannot
+// be such a count gives no cached figure.
+func TestLlamaCppCachedPromptTokens(t *testing.T) {
+	final := func(usage, promptN string) string {
+		return `{"choices":[{"finish_reason":"stop","index":0,"delta":{}}],"object":"chat.completion.chunk","usage":` + usage +
+			`,"timings":{"prompt_n":` + promptN + `,"prompt_ms":12.5,"prompt_per_token_ms":3.1,"predicted_n":1,"predicted_ms":5,"predicted_per_token_ms":5}}`
+	}
+	old := `{"completion_tokens":1,"prompt_tokens":20,"total_tokens":21}`
+	current := `{"completion_tokens":1,"prompt_tokens":20,"total_tokens":21,"prompt_tokens_details":{"cached_tokens":10}}`
+	for _, c := range []struct {
+		name, usage, promptN string
+		cached               int
+		has                  bool
+	}{
+		{"older build", old, "4", 16, true},
+		{"nothing cached", old, "20", 0, true},
+		{"current build", current, "4", 10, true},
+		{"prompt_n above the prompt", old, "25", 0, false},
+		{"fractional prompt_n", old, "2.5", 0, false},
+		{"prompt_n null", old, "null", 0, false},
+		{"negative prompt_n", old, "-1", 0, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ts := startServer(t, sseHandler(ev(chatDelta("a")), ev(final(c.usage, c.promptN)), ev("[DONE]")))
+			d, _ := newDriver(t, ProtocolOpenAIChat, ts.URL, nil)
+			r := probeOnce(t, d, streamReq(), 10*time.Second)
+			wantOutcome(t, r, OutcomeSuccess, "")
+			if r.HasCachedInputTokens != c.has || r.CachedInputTokens != c.cached {
+				t.Errorf("cached %d (%v), want %d (%v)", r.CachedInputTokens, r.HasCachedInputTokens, c.cached, c.has)
+			}
+		})
+	}
+	body := `{"choices":[{"finish_reason":"stop","index":0,"message":{"role":"assistant","content":"hi"}}],"object":"chat.completion","usage":` + old +
+		`,"timings":{"prompt_n":5,"prompt_ms":1,"prompt_per_token_ms":0.2,"predicted_n":1,"predicted_ms":1,"predicted_per_token_ms":1}}`
+	ts := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(body))
+	}))
+	d, _ := newDriver(t, ProtocolOpenAIChat, ts.URL, nil)
+	r := probeOnce(t, d, &Request{Prompt: "hi", MaxTokens: 6}, 10*time.Second)
+	wantOutcome(t, r, OutcomeSuccess, "")
+	if !r.HasCachedInputTokens || r.CachedInputTokens != 15 {
+		t.Errorf("non-streamed: cached %d (%v), want 15", r.CachedInputTokens, r.HasCachedInputTokens)
+	}
+}

@@ -169,6 +169,11 @@ type ollamaLine struct {
 	Message  struct {
 		Content  present `json:"content"`
 		Thinking present `json:"thinking"`
+		// ToolCalls is output: Ollama sends a parsed call as its own
+		// line, content "", {"function":{"name","arguments":{…}}} per
+		// call (api/types.go ToolCall, server/routes.go ChatHandler
+		// @fb30760), read by the OpenAI driver's rule.
+		ToolCalls toolCalls `json:"tool_calls"`
 	} `json:"message"` // /api/chat
 	Done       bool   `json:"done"`
 	DoneReason string `json:"done_reason"`
@@ -188,7 +193,7 @@ func (l *ollamaLine) decode(b []byte) error {
 }
 
 func (l *ollamaLine) hasOutput() bool {
-	return bool(l.Response || l.Thinking || l.Message.Content || l.Message.Thinking)
+	return bool(l.Response || l.Thinking || l.Message.Content || l.Message.Thinking) || bool(l.Message.ToolCalls)
 }
 
 // errorMessage reports whether the object is an error: Ollama sends

@@ -187,6 +187,7 @@ func FuzzOllamaStream(f *testing.F) {
 		`{"error":{"message":"x"}}` + "\n",
 		`{"done":true,"eval_count":-3,"prompt_eval_count":1e3}` + "\n",
 		`{"message":{"content":[1]},"done":false}` + "\n" + `{"done":tru`,
+		`{"message":{"role":"assistant","content":"","tool_calls":[{"function":{"name":"f","arguments":{"a":1}}},7]},"done":false}` + "\n",
 	} {
 		f.Add([]byte(s), uint8(2))
 	}
@@ -219,5 +220,23 @@ func TestOllamaBadDurations(t *testing.T) {
 	wantOutcome(t, r, OutcomeSuccess, "")
 	if len(r.ServerTimings) != 1 || r.ServerTimings[0] != (ServerTiming{"total", 5 * time.Second}) || r.ServerTimingsInvalid != 3 {
 		t.Errorf("timings %v, %d invalid; want total alone and 3 invalid", r.ServerTimings, r.ServerTimingsInvalid)
+	}
+}
+
+// TestOllamaToolCalls: /api/chat sends a parsed tool call as a line of its
+// own, content "" and message.tool_calls (Ollama @fb30760, the bytes
+// below as ChatHandler writes them). Such a line is output: it makes the
+// TTFT when it comes first and counts as a chunk, as a tool-call delta
+// does on the OpenAI routes; an empty tool_calls carries nothing.
+func TestOllamaToolCalls(t *testing.T) {
+	toolLine := `{"model":"qwen3:0.6b","created_at":"2026-11-01T10:00:00.1Z","message":{"role":"assistant","content":"","tool_calls":[{"id":"call_x1","function":{"index":0,"name":"get_weather","arguments":{"city":"Paris"}}}]},"done":false}` + "\n"
+	emptyLine := `{"model":"qwen3:0.6b","created_at":"2026-11-01T10:00:00.1Z","message":{"role":"assistant","content":"","tool_calls":[]},"done":false}` + "\n"
+	done := `{"model":"qwen3:0.6b","created_at":"2026-11-01T10:00:00.2Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","total_duration":1000,"prompt_eval_count":12,"eval_count":9}` + "\n"
+	ts := startServer(t, ndjsonHandler(raw(emptyLine), step{delay: 30 * time.Millisecond, data: toolLine}, raw(done)))
+	d, _ := newDriver(t, ProtocolOllama, ts.URL, nil)
+	r := probeOnce(t, d, streamReq(), 10*time.Second)
+	wantOutcome(t, r, OutcomeSuccess, "")
+	if len(r.Chunks) != 1 || r.TTFT < 30*time.Millisecond || r.OutputTokens != 9 || r.FinishReason != "stop" || r.Reasoning.FirstAnswer != r.TTFT {
+		t.Errorf("%d chunks, TTFT %v, %d output tokens, finish %q, first answer %v", len(r.Chunks), r.TTFT, r.OutputTokens, r.FinishReason, r.Reasoning.FirstAnswer)
 	}
 }

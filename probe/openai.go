@@ -277,6 +277,9 @@ type oaiChunk struct {
 type llamaTimings struct {
 	present                                                      bool
 	promptMS, promptPerTokenMS, predictedMS, predictedPerTokenMS timingValue
+	// promptN is the prompt tokens the slot evaluated, the cached ones
+	// left out: what older builds give for the cache (cachedFallback).
+	promptN timingValue
 }
 
 // timingValue is one millisecond figure of llamaTimings; ok is false when
@@ -320,6 +323,8 @@ func (t *llamaTimings) parse(b []byte) {
 			t.predictedMS = timingNumber(b[v:vend])
 		case "predicted_per_token_ms":
 			t.predictedPerTokenMS = timingNumber(b[v:vend])
+		case "prompt_n":
+			t.promptN = timingNumber(b[v:vend])
 		}
 		i = skipWS(b, vend)
 		if i >= len(b) || b[i] != ',' {
@@ -683,17 +688,36 @@ func streamError(data []byte) (Outcome, error) {
 		// {"code","message","type"} without a wrapper.
 		var in innerError
 		if json.Unmarshal(bytes.TrimSpace(data), &in) == nil && (len(in.Message) > 0 || len(in.Code) > 0) {
-			e := apiError{message: jsonText(in.Message), kind: sanitize([]byte(in.Type)), code: jsonCode(in.Code)}
+			e := in.apiError()
 			return e.outcome(), fmt.Errorf("mid-stream %w", e)
 		}
 	}
 	return OutcomeProtocolError, fmt.Errorf("mid-stream error event: %s", sanitize(data))
 }
 
+// cachedFallback sets the cached prompt tokens of a llama.cpp answer whose
+// usage has no prompt_tokens_details (builds before it, e.g. c392e50,
+// 2025-02): timings.prompt_n counts only the prompt tokens the slot
+// evaluated, so the rest of usage.prompt_tokens came from its cache. A
+// prompt_n that is not a whole number in [0, prompt_tokens] gives nothing.
+func (t *llamaTimings) cachedFallback(r *Result, promptTokens int) {
+	if r.HasCachedInputTokens || !t.promptN.ok {
+		return
+	}
+	n := t.promptN.ms
+	if n < 0 || n != math.Trunc(n) || n > float64(promptTokens) {
+		return
+	}
+	r.CachedInputTokens, r.HasCachedInputTokens = promptTokens-int(n), true
+}
+
 // finish settles token counts once the stream is over (also on failure, so
 // partial answers can be inspected).
 func (st *streamState) finish(r *Result) {
 	st.timings.apply(r)
+	if st.hasUsage {
+		st.timings.cachedFallback(r, st.usage.PromptTokens)
+	}
 	if st.continuous() {
 		prev := 0
 		for i, c := range st.cum {
@@ -751,6 +775,7 @@ func (d *openAIDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
 	if c.Usage != nil {
 		r.OutputTokens, r.OutputTokensSource = max(c.Usage.CompletionTokens, 0), TokenSourceServer
 		r.InputTokens, r.InputTokensSource = max(c.Usage.PromptTokens, 0), TokenSourceServer
+		c.Timings.cachedFallback(r, c.Usage.PromptTokens)
 	}
 	c.Timings.apply(r)
 	r.Outcome = OutcomeSuccess

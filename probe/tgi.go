@@ -210,20 +210,61 @@ func tgiError(f *errorFields) (apiError, bool) {
 		return e, false
 	}
 	if e.code == 0 {
-		switch f.ErrorType {
-		case "validation", "template_error", "missing_template_variable", "tool_error":
-			e.code = http.StatusUnprocessableEntity
-		case "generation":
-			e.code = http.StatusFailedDependency
-		case "overloaded":
-			e.code = http.StatusTooManyRequests
-		case "incomplete_generation", "incomplete_generation_stream", "stream_serialization_error":
-			e.code = http.StatusInternalServerError
-		case "healthcheck":
-			e.code = http.StatusServiceUnavailable
-		}
+		e.code = tgiTypeStatus(f.ErrorType)
 	}
 	return e, true
+}
+
+// tgiTypeStatus is the status TGI answers an InferError of error_type typ
+// with (router/src/server.rs, From<InferError> for (StatusCode, …)), 0 for
+// a type TGI does not have.
+func tgiTypeStatus(typ string) int {
+	switch typ {
+	case "validation", "template_error", "missing_template_variable", "tool_error":
+		return http.StatusUnprocessableEntity
+	case "generation":
+		return http.StatusFailedDependency
+	case "overloaded":
+		return http.StatusTooManyRequests
+	case "incomplete_generation", "incomplete_generation_stream", "stream_serialization_error":
+		return http.StatusInternalServerError
+	case "healthcheck":
+		return http.StatusServiceUnavailable
+	}
+	return 0
+}
+
+// tgiOpenAIMessages are the Display texts of TGI's InferError variants
+// (router/src/infer/mod.rs, #[error(...)], @db931fc), longest first where
+// one is a prefix of another, with the error_type of each.
+var tgiOpenAIMessages = [...]struct{ prefix, typ string }{
+	{"Request failed during generation: ", "generation"},
+	{"Model is overloaded", "overloaded"},
+	{"Input validation error: ", "validation"},
+	{"Incomplete generation stream", "incomplete_generation_stream"},
+	{"Incomplete generation", "incomplete_generation"},
+	{"Template error: ", "template_error"},
+	{"Missing template vatiable: ", "missing_template_variable"}, // sic
+	{"Tool error: ", "tool_error"},
+	{"Stream event serialization error", "stream_serialization_error"},
+}
+
+// tgiOpenAIError classifies an error of TGI's OpenAI routes. There every
+// InferError inside a stream is {"error":{"message":e.to_string(),
+// "http_status_code":422}} (InferError::into_openai_event, sent at
+// router/src/server.rs:890,1241 @db931fc), whatever it was: an overloaded
+// server or a failed generation would read as a client error. The
+// message is the only thing that tells them apart, so it is matched
+// against the variants' texts and the error gets the type and status TGI
+// uses for that variant on its native routes, where the same failure has
+// the same outcome. An unknown message keeps the status sent.
+func tgiOpenAIError(msg string, status int) apiError {
+	for _, m := range tgiOpenAIMessages {
+		if strings.HasPrefix(msg, m.prefix) {
+			return apiError{message: msg, kind: m.typ, code: tgiTypeStatus(m.typ)}
+		}
+	}
+	return apiError{message: msg, code: status}
 }
 
 // tgiStream accumulates one /generate_stream answer.

@@ -31,8 +31,9 @@ type Config struct {
 	// the serving context is cancelled; they are aborted afterwards.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// OpenAIServer is the server the OpenAI-compatible routes answer as:
-	// vllm, or llamacpp (llama.cpp's llama-server: its timings object,
-	// context check, usage placement and error shapes; docs/simulator.md).
+	// vllm, llamacpp (llama.cpp's llama-server: its timings object,
+	// context check, usage placement and error shapes), tgi or ollama
+	// (their stream errors and framing; docs/simulator.md).
 	OpenAIServer string `yaml:"openai_server"`
 
 	Latency     LatencyConfig     `yaml:"latency"`
@@ -162,6 +163,12 @@ type MetricsConfig struct {
 const (
 	OpenAIServerVLLM     = "vllm"
 	OpenAIServerLlamaCpp = "llamacpp"
+	// OpenAIServerTGI: TGI's OpenAI routes (in-stream error events,
+	// `data:` framing, finish_reason "" on completions chunks).
+	OpenAIServerTGI = "tgi"
+	// OpenAIServerOllama: Ollama's /v1 routes (mid-stream errors dropped,
+	// the stream ends without [DONE]).
+	OpenAIServerOllama = "ollama"
 )
 
 // Role chunk modes.
@@ -270,9 +277,9 @@ func (c Config) Validate() error {
 		bad("shutdown_timeout", "must be in (0, 10m], got %s", c.ShutdownTimeout)
 	}
 	switch c.OpenAIServer {
-	case OpenAIServerVLLM, OpenAIServerLlamaCpp:
+	case OpenAIServerVLLM, OpenAIServerLlamaCpp, OpenAIServerTGI, OpenAIServerOllama:
 	default:
-		bad("openai_server", "must be %s or %s, got %q", OpenAIServerVLLM, OpenAIServerLlamaCpp, c.OpenAIServer)
+		bad("openai_server", "must be %s, %s, %s or %s, got %q", OpenAIServerVLLM, OpenAIServerLlamaCpp, OpenAIServerTGI, OpenAIServerOllama, c.OpenAIServer)
 	}
 
 	l := c.Latency

@@ -80,9 +80,9 @@ func RegisterFlags(cmd *kingpin.CmdClause) *Flags {
 
 	integer("max-model-len", "Context length: the limit on prompt + max_tokens (llama.cpp: on the prompt).", d.MaxModelLen,
 		func(c *Config) *int { return &c.MaxModelLen })
-	override("openai-server", "Server the OpenAI-compatible routes answer as: vllm or llamacpp (timings, context check and error shapes of llama-server).", d.OpenAIServer,
+	override("openai-server", "Server the OpenAI-compatible routes answer as: vllm, llamacpp (timings, context check and error shapes of llama-server), tgi or ollama (their stream errors).", d.OpenAIServer,
 		func(fc *kingpin.FlagClause) func(*Config) {
-			v := fc.Enum(OpenAIServerVLLM, OpenAIServerLlamaCpp)
+			v := fc.Enum(OpenAIServerVLLM, OpenAIServerLlamaCpp, OpenAIServerTGI, OpenAIServerOllama)
 			return func(c *Config) { c.OpenAIServer = *v }
 		})
 

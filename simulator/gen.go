@@ -182,10 +182,13 @@ func (j *job) reserve(ctx context.Context) (*ticket, error) {
 	return j.s.engine.enqueue(j.p.promptTokens)
 }
 
+// vllmOverloaded is the simulator's 503 message for a full waiting queue.
+const vllmOverloaded = "The server is overloaded: the waiting queue is full."
+
 // overloaded answers a request refused because the waiting queue is full:
 // vLLM's 503 unless the front end's server answers otherwise.
 func (j *job) overloaded() {
-	status, msg, inStream := http.StatusServiceUnavailable, "The server is overloaded: the waiting queue is full.", false
+	status, msg, inStream := http.StatusServiceUnavailable, vllmOverloaded, false
 	if o, ok := j.fe.(overloader); ok {
 		status, msg, inStream = o.overload(j.p)
 	}
@@ -201,7 +204,12 @@ func (j *job) overloaded() {
 		r.Status = http.StatusOK
 		r.Error = msg
 	})
-	_ = j.emit(event{kind: kindError, status: status, msg: msg})
+	if j.emit(event{kind: kindError, status: status, msg: msg}) == nil {
+		// TGI's OpenAI routes end the stream with [DONE] after the error.
+		if t, ok := j.fe.(errorTerminator); ok && t.doneAfterError() {
+			_ = j.emit(event{kind: kindDone})
+		}
+	}
 	j.entry.finish(outcomeRejected)
 }
 

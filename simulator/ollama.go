@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"strings"
 	"time"
@@ -22,7 +23,9 @@ type ollamaRequest struct {
 	System   string        `json:"system"`
 	Messages []chatMessage `json:"messages"`
 	// Stream defaults to true on Ollama.
-	Stream  *bool `json:"stream"`
+	Stream *bool `json:"stream"`
+	// Tools makes a chat answer a call of the first one (ollamaToolCall).
+	Tools   []ollamaTool `json:"tools"`
 	Options struct {
 		NumPredict  *int     `json:"num_predict"`
 		Seed        *int64   `json:"seed"`
@@ -32,11 +35,55 @@ type ollamaRequest struct {
 	} `json:"options"`
 }
 
+type ollamaTool struct {
+	Function struct {
+		Name string `json:"name"`
+	} `json:"function"`
+}
+
+// ollamaToolCall is api.ToolCall as Ollama writes it (api/types.go
+// @fb30760): an id "call_" + 8 lowercase letters or digits
+// (server/routes.go toolCallId), the function's index, name and arguments
+// as an object.
+type ollamaToolCall struct {
+	ID       string `json:"id,omitempty"`
+	Function struct {
+		Index     int               `json:"index"`
+		Name      string            `json:"name"`
+		Arguments map[string]string `json:"arguments"`
+	} `json:"function"`
+}
+
 // ollamaFrontEnd encodes one request's answer; per request because the
 // done object reports the job's own timings.
 type ollamaFrontEnd struct {
 	j    *job
 	chat bool
+	// tool is the function a chat request with tools gets a call of.
+	tool string
+}
+
+// toolCall is the answer's call of f.tool, its argument the words.
+func (f *ollamaFrontEnd) toolCall(p *plan, words string) []ollamaToolCall {
+	c := ollamaToolCall{ID: "call_" + toolCallSuffix(p.id)}
+	c.Function.Name = f.tool
+	c.Function.Arguments = map[string]string{"query": strings.TrimSpace(words)}
+	return []ollamaToolCall{c}
+}
+
+// toolCallSuffix is 8 characters of [a-z0-9] derived from the request id,
+// so that the same request gets the same call id.
+func toolCallSuffix(id string) string {
+	const letters = "abcdefghijklmnopqrstuvwxyz0123456789"
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(id))
+	v := h.Sum64()
+	b := make([]byte, 8)
+	for i := range b {
+		b[i] = letters[v%uint64(len(letters))]
+		v /= uint64(len(letters))
+	}
+	return string(b)
 }
 
 func (f *ollamaFrontEnd) protocol() string {
@@ -49,9 +96,10 @@ func (f *ollamaFrontEnd) protocol() string {
 func (f *ollamaFrontEnd) streamContentType() string { return "application/x-ndjson" }
 
 type ollamaMessage struct {
-	Role     string `json:"role"`
-	Content  string `json:"content"`
-	Thinking string `json:"thinking,omitempty"`
+	Role      string           `json:"role"`
+	Content   string           `json:"content"`
+	Thinking  string           `json:"thinking,omitempty"`
+	ToolCalls []ollamaToolCall `json:"tool_calls,omitempty"`
 }
 
 // ollamaObject is one streamed object or the whole answer; the field order
@@ -128,6 +176,13 @@ func ndjson(v any) []byte {
 func (f *ollamaFrontEnd) encodeEvent(ev event, p *plan) []byte {
 	switch ev.kind {
 	case kindContent:
+		if f.tool != "" {
+			// Ollama's tool parser holds the call's tokens back and
+			// sends the parsed call as one line, content "" (ChatHandler).
+			o := f.object(p, "", "")
+			o.Message.ToolCalls = f.toolCall(p, ev.text)
+			return ndjson(o)
+		}
 		return ndjson(f.object(p, ev.text, ""))
 	case kindReasoning:
 		return ndjson(f.object(p, "", ev.text))
@@ -146,6 +201,10 @@ func (f *ollamaFrontEnd) encodeEvent(ev event, p *plan) []byte {
 
 func (f *ollamaFrontEnd) body(p *plan, text, reasoning string) []byte {
 	o := f.object(p, text, reasoning)
+	if f.tool != "" {
+		o.Message.Content = ""
+		o.Message.ToolCalls = f.toolCall(p, text)
+	}
 	f.done(&o, p)
 	b, err := json.Marshal(o)
 	if err != nil {
@@ -154,6 +213,9 @@ func (f *ollamaFrontEnd) body(p *plan, text, reasoning string) []byte {
 	return b
 }
 
+// ollamaServerBusy is Ollama's own words for a full queue (OLLAMA_MAX_QUEUE).
+const ollamaServerBusy = "server busy, please try again.  maximum pending requests exceeded"
+
 type ollamaError struct {
 	Error string `json:"error"`
 }
@@ -161,7 +223,7 @@ type ollamaError struct {
 func (f *ollamaFrontEnd) errorBody(status int, msg string) []byte {
 	if status == http.StatusServiceUnavailable {
 		// Ollama's own words for a full queue (OLLAMA_MAX_QUEUE).
-		msg = "server busy, please try again.  maximum pending requests exceeded"
+		msg = ollamaServerBusy
 	}
 	b, err := json.Marshal(ollamaError{Error: msg})
 	if err != nil {
@@ -257,6 +319,12 @@ func (s *Server) planOllama(fe *ollamaFrontEnd, id string, body []byte, h http.H
 	p.opts.separateFinishChunk = true
 	p.opts.roleChunk = RoleChunkOff
 	p.reasoningTokens = min(p.opts.reasoningTokens, p.outputTokens)
+	if fe.chat && len(req.Tools) > 0 && req.Tools[0].Function.Name != "" {
+		// The answer is a call of the first tool, sent when its last
+		// token is ready: all of its tokens in one line.
+		fe.tool = req.Tools[0].Function.Name
+		p.opts.tokensPerChunk = max(p.outputTokens-p.reasoningTokens, 1)
+	}
 	return p, 0, ""
 }
 

@@ -138,3 +138,59 @@ func TestOllamaErrorsAndInfoEndpoints(t *testing.T) {
 		t.Errorf("GET / must not catch every path: %d", code)
 	}
 }
+
+// TestOllamaToolCalls: a chat request with tools is answered with a call
+// of the first tool, as Ollama's ChatHandler sends a parsed call: one line
+// with content "" and message.tool_calls (the call's tokens all in it),
+// then the done object; non-streamed, the answer's message carries it.
+func TestOllamaToolCalls(t *testing.T) {
+	ts := startServer(t, fastConfig())
+	tools := []map[string]any{{"type": "function", "function": map[string]any{"name": "get_weather", "parameters": map[string]any{"type": "object"}}}}
+	body := func(stream bool) map[string]any {
+		return map[string]any{"model": "sim-llm", "messages": []map[string]string{{"role": "user", "content": "weather in Paris?"}},
+			"tools": tools, "stream": stream, "options": map[string]any{"num_predict": 5}}
+	}
+	resp := ts.post(t, "/api/chat", body(true), "X-Request-Id", "tool-1")
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines: %s", len(lines), b)
+	}
+	var call struct {
+		Message struct {
+			Role      string `json:"role"`
+			Content   *string
+			ToolCalls []struct {
+				ID       string `json:"id"`
+				Function struct {
+					Index     *int              `json:"index"`
+					Name      string            `json:"name"`
+					Arguments map[string]string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"message"`
+		Done bool `json:"done"`
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &call); err != nil {
+		t.Fatal(err)
+	}
+	tc := call.Message.ToolCalls
+	if call.Done || call.Message.Content == nil || *call.Message.Content != "" || len(tc) != 1 || len(tc[0].ID) != 13 || !strings.HasPrefix(tc[0].ID, "call_") ||
+		tc[0].Function.Index == nil || *tc[0].Function.Index != 0 || tc[0].Function.Name != "get_weather" || tc[0].Function.Arguments["query"] == "" {
+		t.Errorf("tool-call line %s", lines[0])
+	}
+	if !strings.Contains(lines[1], `"done":true`) || !strings.Contains(lines[1], `"eval_count":`) {
+		t.Errorf("done line %s", lines[1])
+	}
+	rec := ts.truth(t, "tool-1")
+	if rec.OutputTokens != rec.PlannedOutputTokens || rec.OutputTokens < 1 {
+		t.Errorf("ground truth: %d of %d tokens", rec.OutputTokens, rec.PlannedOutputTokens)
+	}
+	resp = ts.post(t, "/api/chat", body(false))
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"content":"","tool_calls":[{"id":"call_`) || !strings.Contains(string(b), `"name":"get_weather"`) {
+		t.Errorf("non-streamed %s", b)
+	}
+}

@@ -126,10 +126,18 @@ func messageWords(msgs []chatMessage) (int, string, error) {
 type openAIFrontEnd struct {
 	chat     bool
 	llamacpp bool // answer as llama.cpp's llama-server
+	tgi      bool // answer as TGI's OpenAI routes
+	ollama   bool // answer as Ollama's /v1 routes
 	j        *job
 	// loadFormat is the request's endpoint-load-metrics-format
 	// (loadreport.go); empty when it asked for no load report.
 	loadFormat string
+}
+
+// newOpenAIFrontEnd is the front end of the server cfg.OpenAIServer names.
+func newOpenAIFrontEnd(chat bool, server string) *openAIFrontEnd {
+	return &openAIFrontEnd{chat: chat, llamacpp: server == OpenAIServerLlamaCpp,
+		tgi: server == OpenAIServerTGI, ollama: server == OpenAIServerOllama}
 }
 
 func (f *openAIFrontEnd) protocol() string {
@@ -142,8 +150,8 @@ func (f *openAIFrontEnd) protocol() string {
 // handleOpenAI serves /v1/chat/completions (chat) or /v1/completions.
 func (s *Server) handleOpenAI(chat bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		fe := &openAIFrontEnd{chat: chat, llamacpp: s.cfg.OpenAIServer == OpenAIServerLlamaCpp,
-			loadFormat: r.Header.Get(headerLoadMetricsFormat)}
+		fe := newOpenAIFrontEnd(chat, s.cfg.OpenAIServer)
+		fe.loadFormat = r.Header.Get(headerLoadMetricsFormat)
 		id, ok := s.requestID(w, r)
 		if !ok {
 			writeBody(w, http.StatusBadRequest, "application/json",
@@ -216,7 +224,10 @@ func (s *Server) planOpenAI(fe *openAIFrontEnd, id string, body []byte, h http.H
 	if model == "" {
 		model = s.cfg.ServedModelNames[0]
 	}
-	if !s.servesModel(model) {
+	// llama.cpp's llama-server (one model, or the router's) and TGI
+	// answer whatever model is named; vLLM and Ollama refuse a name they
+	// do not serve.
+	if !fe.llamacpp && !fe.tgi && !s.servesModel(model) {
 		return nil, &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("The model `%s` does not exist.", req.Model), param: "model"}
 	}
 	if req.StreamOptions != nil && !req.Stream {
@@ -289,6 +300,12 @@ func (s *Server) planOpenAI(fe *openAIFrontEnd, id string, body []byte, h http.H
 		if opts, err = parseOptionsHeader(v, opts); err != nil {
 			return nil, badRequest("%v", err)
 		}
+	}
+	if fe.llamacpp {
+		// llama.cpp ends a stream with a chunk of its own, delta {},
+		// that carries finish_reason, usage and timings (update_chat_msg
+		// / to_json_oaicompat_chat_stream in tools/server/server-task.cpp).
+		opts.separateFinishChunk = true
 	}
 
 	textRNG := textRNG(s.cfg.Seed, req.Seed, promptText, seq)
@@ -473,6 +490,15 @@ func sse(v any) []byte {
 }
 
 func (f *openAIFrontEnd) encodeEvent(ev event, p *plan) []byte {
+	b := f.encodeEventSpaced(ev, p)
+	if f.tgi && bytes.HasPrefix(b, []byte("data: ")) {
+		// axum's Event writes `data:` without a space.
+		b = append(b[:len("data:")], b[len("data: "):]...)
+	}
+	return b
+}
+
+func (f *openAIFrontEnd) encodeEventSpaced(ev event, p *plan) []byte {
 	chunk := openAIChunk{ID: f.idPrefix() + p.id, Created: p.created, Model: p.model, Object: "text_completion"}
 	if f.chat {
 		chunk.Object = "chat.completion.chunk"
@@ -490,6 +516,23 @@ func (f *openAIFrontEnd) encodeEvent(ev event, p *plan) []byte {
 		// prints a datetime, and its default \r\n separator.
 		return []byte(": ping - " + time.Now().UTC().Format("2006-01-02 15:04:05.000000-07:00") + "\r\n\r\n")
 	case kindError:
+		if f.ollama {
+			// Ollama's /v1 middleware decodes the {"error"} line of the
+			// native stream as an empty ChatResponse: the error is lost,
+			// a chunk with empty content goes out in its place, and the
+			// stream ends without [DONE] (middleware/openai.go
+			// ChatWriter.writeResponse, openai/openai.go toChunk @fb30760).
+			empty := ""
+			if !f.chat {
+				chunk.Choices = []completionChoice{{}}
+			} else {
+				chunk.Choices = []chatStreamChoice{{Delta: chatDelta{Content: &empty}}}
+			}
+			return sse(chunk)
+		}
+		if f.tgi {
+			return sse(tgiOpenAIErrorEvent(ev.status, ev.msg))
+		}
 		msg := ev.msg
 		switch {
 		case msg != "":
@@ -524,6 +567,13 @@ func (f *openAIFrontEnd) encodeEvent(ev event, p *plan) []byte {
 		switch ev.kind {
 		case kindRole, kindReasoning:
 			return nil
+		}
+		if finish == nil && f.tgi {
+			// TGI's non-final completions chunks carry finish_reason ""
+			// (router/src/server.rs, CompletionComplete{finish_reason:
+			// String::new()}).
+			empty := ""
+			finish = &empty
 		}
 		chunk.Choices = []completionChoice{{Text: ev.text, FinishReason: finish}}
 		return sse(chunk)
@@ -601,6 +651,11 @@ func (f *openAIFrontEnd) body(p *plan, text, reasoning string) []byte {
 }
 
 func (f *openAIFrontEnd) errorObject(status int, msg, param string) any {
+	if f.tgi {
+		// Errors before the stream are TGI's own shape on every route
+		// (router/src/server.rs, From<InferError> for (StatusCode, Json<ErrorResponse>)).
+		return tgiErrorBody{Error: msg, ErrorType: tgiErrorType(status)}
+	}
 	if f.llamacpp {
 		return llamaCppErrorBody{Error: llamaCppError{Code: status, Message: msg, Type: llamaCppErrorType(status)}}
 	}
@@ -627,7 +682,51 @@ func (f *openAIFrontEnd) keepAlive() {}
 // doneAfterError: vLLM sends [DONE] after a mid-stream error event
 // (serving_chat.py chat_completion_stream_generator); newer llama.cpp
 // builds end the stream after the error without it.
-func (f *openAIFrontEnd) doneAfterError() bool { return !f.llamacpp }
+func (f *openAIFrontEnd) doneAfterError() bool { return !f.llamacpp && !f.ollama }
+
+// overload is the answer to a full waiting queue: vLLM's 503; TGI's
+// "Model is overloaded", in a 200 stream when streaming (then [DONE]),
+// else a 429; Ollama's 503 "server busy".
+func (f *openAIFrontEnd) overload(p *plan) (int, string, bool) {
+	switch {
+	case f.tgi:
+		return http.StatusTooManyRequests, "Model is overloaded", p.stream
+	case f.ollama:
+		return http.StatusServiceUnavailable, ollamaServerBusy, false
+	}
+	return http.StatusServiceUnavailable, vllmOverloaded, false
+}
+
+// tgiOpenAIEvent is what TGI's OpenAI routes send for every error inside
+// a stream, followed by [DONE]: the error's Display text and a fixed
+// 422 (InferError::into_openai_event, router/src/infer/mod.rs @db931fc).
+type tgiOpenAIEvent struct {
+	Error struct {
+		Message        string `json:"message"`
+		HTTPStatusCode int    `json:"http_status_code"`
+	} `json:"error"`
+}
+
+// tgiOpenAIErrorEvent is the event for an error of status: the InferError
+// variant TGI answers that status with, by its Display text, since the
+// event itself always says 422.
+func tgiOpenAIErrorEvent(status int, msg string) tgiOpenAIEvent {
+	var e tgiOpenAIEvent
+	e.Error.HTTPStatusCode = http.StatusUnprocessableEntity
+	switch {
+	case msg != "":
+	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
+		msg = "Model is overloaded"
+	case status == http.StatusFailedDependency:
+		msg = "Request failed during generation: Injected fault: error during generation"
+	case status >= 500:
+		msg = "Incomplete generation stream"
+	default:
+		msg = "Input validation error: Injected fault: invalid request found during generation"
+	}
+	e.Error.Message = msg
+	return e
+}
 
 // llamaCppErrorType names an error class as llama.cpp's error_type does
 // (tools/server/server-common.cpp format_error_response).
@@ -663,9 +762,15 @@ func (f *openAIFrontEnd) timings(p *plan) *llamaCppTimings {
 	promptMS := ms(max(j.firstReady.Sub(j.admitted), time.Microsecond))
 	predictedMS := ms(max(j.lastReady.Sub(j.firstReady), time.Microsecond))
 	n := p.outputTokens
+	// prompt_n is n_prompt_tokens_processed: the prompt less what the
+	// cache held, at least the one token llama.cpp always evaluates.
+	promptN := p.promptTokens
+	if p.prefix.on {
+		promptN = max(p.promptTokens-p.prefix.cached, 1)
+	}
 	t := &llamaCppTimings{
-		PromptN: p.promptTokens, PromptMS: promptMS,
-		PromptPerTokenMS: promptMS / float64(p.promptTokens), PromptPerSecond: 1e3 / promptMS * float64(p.promptTokens),
+		PromptN: promptN, PromptMS: promptMS,
+		PromptPerTokenMS: promptMS / float64(promptN), PromptPerSecond: 1e3 / promptMS * float64(promptN),
 		PredictedN: n, PredictedMS: predictedMS,
 		PredictedPerTokenMS: predictedMS / float64(n), PredictedPerSecond: 1e3 / predictedMS * float64(n),
 	}

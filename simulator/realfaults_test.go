@@ -221,31 +221,33 @@ func llamaCppConfig() Config {
 	return c
 }
 
-// TestLlamaCppStream: llama.cpp's final chunk carries finish_reason, usage
-// and the timings object, as in the captured fixture; the timings are the
-// ground truth's.
+// TestLlamaCppStream: llama.cpp ends with a chunk of its own, delta {},
+// that carries finish_reason, usage and the timings object (b6097 and
+// later); the timings are the ground truth's.
 func TestLlamaCppStream(t *testing.T) {
 	ts := startServer(t, llamaCppConfig())
 	_, body := rawStream(t, ts, chatBody(5, map[string]any{"ignore_eos": true, "stream_options": map[string]any{"include_usage": true}}),
 		"X-Request-Id", "lc-1")
 	evs := strings.Split(strings.TrimSuffix(body, "\n\n"), "\n\n")
-	if len(evs) != 6 || evs[5] != "data: [DONE]" {
+	if len(evs) != 7 || evs[6] != "data: [DONE]" {
 		t.Fatalf("events %q", evs)
 	}
 	var final struct {
 		Choices []struct {
-			FinishReason string `json:"finish_reason"`
+			FinishReason string          `json:"finish_reason"`
+			Delta        json.RawMessage `json:"delta"`
 		} `json:"choices"`
 		Usage   *openAIUsage     `json:"usage"`
 		Timings *llamaCppTimings `json:"timings"`
 	}
-	if err := json.Unmarshal([]byte(strings.TrimPrefix(evs[4], "data: ")), &final); err != nil {
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(evs[5], "data: ")), &final); err != nil {
 		t.Fatal(err)
 	}
 	rec := ts.truth(t, "lc-1")
 	tm, want := final.Timings, rec.LlamaCppTimings
-	if len(final.Choices) != 1 || final.Choices[0].FinishReason != "length" || final.Usage == nil || final.Usage.CompletionTokens != 5 || tm == nil || want == nil {
-		t.Fatalf("final chunk %s, ground truth %+v", evs[4], want)
+	if len(final.Choices) != 1 || final.Choices[0].FinishReason != "length" || string(final.Choices[0].Delta) != "{}" ||
+		final.Usage == nil || final.Usage.CompletionTokens != 5 || tm == nil || want == nil {
+		t.Fatalf("final chunk %s, ground truth %+v", evs[5], want)
 	}
 	if tm.PromptN != want.PromptN || tm.PromptMS != want.PromptMS || tm.PredictedN != 5 || tm.PredictedMS != want.PredictedMS ||
 		tm.PredictedPerTokenMS != tm.PredictedMS/5 || tm.PromptPerTokenMS != tm.PromptMS/float64(tm.PromptN) {
@@ -256,8 +258,8 @@ func TestLlamaCppStream(t *testing.T) {
 	if tm.PromptMS <= 0 || tm.PromptMS > serverFirst || tm.PredictedMS <= 0 {
 		t.Errorf("prompt_ms %v, admission to first flush %v ms, predicted_ms %v", tm.PromptMS, serverFirst, tm.PredictedMS)
 	}
-	for _, e := range evs[:4] {
-		if strings.Contains(e, "timings") || strings.Contains(e, "usage") {
+	for _, e := range evs[:5] {
+		if strings.Contains(e, "timings") || strings.Contains(e, "usage") || !strings.Contains(e, `"finish_reason":null`) {
 			t.Errorf("non-final chunk %s", e)
 		}
 	}
@@ -294,8 +296,6 @@ func TestLlamaCppNonStreamAndErrors(t *testing.T) {
 	}{
 		{map[string]any{"messages": []map[string]string{{"role": "user", "content": strings.Repeat("w ", 22)}}}, nil, 400,
 			`{"error":{"code":400,"message":"request (22 tokens) exceeds the available context size (20 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":22,"n_ctx":20}}`},
-		{map[string]any{"model": "nope", "messages": []map[string]string{{"role": "user", "content": "a"}}}, nil, 404,
-			`{"error":{"code":404,"message":"The model ` + "`nope`" + ` does not exist.","type":"not_found_error"}}`},
 		{chatBody(2, nil), []string{HeaderFault, "error=503"}, 503, `{"error":{"code":503,"message":"Injected fault: HTTP 503","type":"unavailable_error"}}`},
 	} {
 		resp := ts.post(t, "/v1/chat/completions", c.body, c.headers...)
@@ -304,6 +304,13 @@ func TestLlamaCppNonStreamAndErrors(t *testing.T) {
 		if resp.StatusCode != c.status || string(b) != c.want {
 			t.Errorf("%d %s\nwant %d %s", resp.StatusCode, b, c.status, c.want)
 		}
+	}
+	// Any model name is served, and echoed.
+	resp = ts.post(t, "/v1/chat/completions", map[string]any{"model": "nope", "messages": []map[string]string{{"role": "user", "content": "a"}}, "max_tokens": 2})
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"model":"nope"`) {
+		t.Errorf("unknown model: %d %s", resp.StatusCode, b)
 	}
 	// A mid-stream error ends the stream without [DONE].
 	_, body := rawStream(t, ts, chatBody(4, map[string]any{"ignore_eos": true}), HeaderFault, "error_event:after=2")
