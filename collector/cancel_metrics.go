@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,9 +18,7 @@ import (
 // the engine's cancel sink; probes without cancel: have no series.
 type CancelMetrics struct {
 	release, total *prometheus.Desc
-
-	mu     sync.RWMutex
-	series map[seriesKey]*cancelSeries
+	probes         store[probeKey, *cancelSeries]
 }
 
 // CancelSeries identifies one cancellation probe.
@@ -55,7 +52,6 @@ func NewCancelMetrics() *CancelMetrics {
 		total: prometheus.NewDesc("llm_probe_cancellations_total",
 			"Streams the probe cut on purpose, by whether the server freed the slot within cancel.release_timeout (released), did not (leaked), or its metrics could not tell (unknown).",
 			append(base, "result"), nil),
-		series: map[seriesKey]*cancelSeries{},
 	}
 }
 
@@ -63,12 +59,12 @@ func NewCancelMetrics() *CancelMetrics {
 // form replaces them. Every result's counter starts at zero, so an
 // increase() over the first leak works.
 func (m *CancelMetrics) Add(cs CancelSeries) {
-	k := seriesKey{cs.Target, cs.Probe}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if old, ok := m.series[k]; ok && old.spec.Model == cs.Model && histogramForm(old.spec.Histograms) == histogramForm(cs.Histograms) {
-		return
-	}
+	m.probes.put(probeKey{cs.Target, cs.Probe}, func(old *cancelSeries) bool {
+		return old.spec.Model == cs.Model && histogramForm(old.spec.Histograms) == histogramForm(cs.Histograms)
+	}, func() *cancelSeries { return m.newSeries(cs) })
+}
+
+func (m *CancelMetrics) newSeries(cs CancelSeries) *cancelSeries {
 	labels := newProbeLabels(cs.Target, cs.Probe, cs.Model)
 	s := &cancelSeries{
 		spec:    cs,
@@ -82,14 +78,12 @@ func (m *CancelMetrics) Add(cs CancelSeries) {
 		s.results[r] = c
 		s.metrics = append(s.metrics, c)
 	}
-	m.series[k] = s
+	return s
 }
 
 // Remove drops a probe's series.
 func (m *CancelMetrics) Remove(target, probeName string) {
-	m.mu.Lock()
-	delete(m.series, seriesKey{target, probeName})
-	m.mu.Unlock()
+	m.probes.remove(probeKey{target, probeName})
 }
 
 // Observe records the cancellation of one result, if it was cut and its
@@ -98,10 +92,8 @@ func (m *CancelMetrics) Observe(target, probeName string, r *probe.Result) {
 	if r == nil || r.Cancel == nil || r.Cancel.Release == "" {
 		return
 	}
-	m.mu.RLock()
-	s := m.series[seriesKey{target, probeName}]
-	m.mu.RUnlock()
-	if s == nil {
+	s, ok := m.probes.get(probeKey{target, probeName})
+	if !ok {
 		return
 	}
 	if c := s.results[r.Cancel.Release]; c != nil {
@@ -120,12 +112,12 @@ func (m *CancelMetrics) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (m *CancelMetrics) Collect(ch chan<- prometheus.Metric) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	for _, s := range m.series {
-		for _, metric := range s.metrics {
-			ch <- metric
-		}
+	m.probes.collect(ch)
+}
+
+func (s *cancelSeries) collect(ch chan<- prometheus.Metric) {
+	for _, metric := range s.metrics {
+		ch <- metric
 	}
 }
 

@@ -131,11 +131,8 @@ type ProbeMetrics struct {
 	// now is the time of a skipped arrival (time.Now; tests fix it).
 	now func() time.Time
 
-	mu     sync.RWMutex
-	series map[seriesKey]*series
+	probes store[probeKey, *series]
 }
-
-type seriesKey struct{ target, probe string }
 
 type descs struct {
 	ttft, tpot, itl, duration, tps, phase, lag *prometheus.Desc
@@ -215,7 +212,7 @@ func newDescs() descs {
 
 // NewProbeMetrics returns an empty collector; probes appear through Add.
 func NewProbeMetrics() *ProbeMetrics {
-	return &ProbeMetrics{d: newDescs(), now: time.Now, series: make(map[seriesKey]*series)}
+	return &ProbeMetrics{d: newDescs(), now: time.Now}
 }
 
 // Describe sends the fixed descriptor of every metric, making ProbeMetrics a
@@ -235,17 +232,7 @@ func (m *ProbeMetrics) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect sends the series of every probe.
 func (m *ProbeMetrics) Collect(ch chan<- prometheus.Metric) {
-	// Snapshot under the read lock, send without it: a slow scrape consumer
-	// must not hold up a reload's Add or Remove.
-	m.mu.RLock()
-	all := make([]*series, 0, len(m.series))
-	for _, s := range m.series {
-		all = append(all, s)
-	}
-	m.mu.RUnlock()
-	for _, s := range all {
-		s.collect(ch)
-	}
+	m.probes.collect(ch)
 }
 
 // Add creates the series of one probe with every counter at zero, so rate()
@@ -256,28 +243,24 @@ func (m *ProbeMetrics) Collect(ch chan<- prometheus.Metric) {
 // thresholds and the outcome series follow the protocol. A changed planned
 // interval alone only changes its own series.
 func (m *ProbeMetrics) Add(ps ProbeSeries) {
-	k := seriesKey{ps.Target, ps.Probe}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if old, ok := m.series[k]; ok && old.model == ps.Model && old.slo == ps.SLO && old.protocol == ps.Protocol &&
-		old.form == histogramForm(ps.Histograms) && old.asserts == ps.Asserts {
+	m.probes.put(probeKey{ps.Target, ps.Probe}, func(old *series) bool {
+		if old.model != ps.Model || old.slo != ps.SLO || old.protocol != ps.Protocol ||
+			old.form != histogramForm(ps.Histograms) || old.asserts != ps.Asserts {
+			return false
+		}
 		old.streak.setPlanned(ps.PlannedInterval)
-		return
-	}
-	m.series[k] = newSeries(&m.d, ps)
+		return true
+	}, func() *series { return newSeries(&m.d, ps) })
 }
 
 // Remove drops every series of one probe.
 func (m *ProbeMetrics) Remove(target, probeName string) {
-	m.mu.Lock()
-	delete(m.series, seriesKey{target, probeName})
-	m.mu.Unlock()
+	m.probes.remove(probeKey{target, probeName})
 }
 
+// lookup is the probe's series, nil when it is not (or no longer) added.
 func (m *ProbeMetrics) lookup(target, probeName string) *series {
-	m.mu.RLock()
-	s := m.series[seriesKey{target, probeName}]
-	m.mu.RUnlock()
+	s, _ := m.probes.get(probeKey{target, probeName})
 	return s
 }
 
@@ -352,9 +335,9 @@ type series struct {
 	// phases are created on their first observation (see phase), so that a
 	// phase that never happens, such as dns, connect and tls on pooled
 	// connections, is not exported as an empty histogram.
-	phases [numPhases]atomic.Pointer[phaseHistogram]
+	phases [numPhases]lazy[phaseHistogram]
 	// retries are indexed like probe.RetryReasons(), created on first use.
-	retries [numRetryReasons]atomic.Pointer[counter]
+	retries [numRetryReasons]lazy[counter]
 	// The server's own timings (server_timing_metrics.go).
 	serverTimingSeries
 	// Token counts the probe dropped (usage_metrics.go).
@@ -524,7 +507,7 @@ func (s *series) collect(ch chan<- prometheus.Metric) {
 		ch <- s.lastTTFT
 	}
 	for i := range s.phases {
-		if p := s.phases[i].Load(); p != nil {
+		if p := s.phases[i].load(); p != nil {
 			ch <- p.w
 		}
 	}
@@ -760,6 +743,12 @@ type phaseHistogram struct {
 	w prometheus.Metric
 }
 
+// newPhaseHistogram is the histogram of one value of desc's phase label.
+func (s *series) newPhaseHistogram(desc *prometheus.Desc, phase string, buckets []float64) *phaseHistogram {
+	h := s.histogram("phase", buckets)
+	return &phaseHistogram{h: h, w: newLabelled(desc, h, s.labels.with("phase", phase))}
+}
+
 // observePhase observes d in phase i's histogram when the phase happened,
 // creating the histogram on the phase's first observation. Concurrent
 // first observations agree on one histogram through the CompareAndSwap.
@@ -767,14 +756,9 @@ func (s *series) observePhase(i int, happened bool, d time.Duration) {
 	if !happened {
 		return
 	}
-	p := s.phases[i].Load()
-	if p == nil {
-		h := s.histogram("phase", phaseBuckets())
-		p = &phaseHistogram{h: h, w: newLabelled(s.d.phase, h, s.labels.with("phase", phaseNames()[i]))}
-		if !s.phases[i].CompareAndSwap(nil, p) {
-			p = s.phases[i].Load()
-		}
-	}
+	p := s.phases[i].get(func() *phaseHistogram {
+		return s.newPhaseHistogram(s.d.phase, phaseNames()[i], phaseBuckets())
+	})
 	p.h.Observe(d.Seconds())
 }
 
