@@ -537,6 +537,10 @@ func (s *series) skipCounter(reason string) *counter {
 	if reason == "" {
 		reason = skipReasonOther
 	}
+	// Repaired before the lookup, so a reason that is not valid UTF-8
+	// finds the counter its first skip made instead of a second one
+	// under the same label value, which would fail every scrape.
+	reason = strings.ToValidUTF8(reason, "\uFFFD")
 	s.skipMu.Lock()
 	defer s.skipMu.Unlock()
 	if c, ok := s.skipped[reason]; ok {
@@ -548,7 +552,7 @@ func (s *series) skipCounter(reason string) *counter {
 			return c
 		}
 	}
-	return s.newSkipCounter(strings.ToValidUTF8(reason, "\uFFFD"), timestamppb.Now())
+	return s.newSkipCounter(reason, timestamppb.Now())
 }
 
 // outcomeIndex maps an outcome to its position in probe.Outcomes(). An outcome
