@@ -16,8 +16,8 @@ import (
 // the same results (engine.MetricsSink), so that probes without
 // assertions or reasoning carry none of these series.
 type AnswerMetrics struct {
-	d      answerDescs
-	probes store[probeKey, *answerSeries]
+	d answerDescs
+	probeFamily[*answerSeries]
 }
 
 type answerDescs struct {
@@ -27,7 +27,7 @@ type answerDescs struct {
 // NewAnswerMetrics is an empty collector; Add announces each probe.
 func NewAnswerMetrics() *AnswerMetrics {
 	base := []string{"target", "probe", "model"}
-	return &AnswerMetrics{
+	m := &AnswerMetrics{
 		d: answerDescs{
 			assertFailures: prometheus.NewDesc("llm_probe_assertion_failures_total",
 				"Answers that failed the probe's assertion, by assertion name; the request counts as outcome wrong_answer.",
@@ -42,6 +42,8 @@ func NewAnswerMetrics() *AnswerMetrics {
 				"Reasoning tokens the server reported (usage completion_tokens_details.reasoning_tokens).", base, nil),
 		},
 	}
+	m.descs = []*prometheus.Desc{m.d.assertFailures, m.d.firstReasoning, m.d.firstAnswer, m.d.secondToken, m.d.reasoningTokens}
+	return m
 }
 
 // AnswerSeries identifies one probe and what it checks.
@@ -72,7 +74,7 @@ type reasoningSeries struct {
 // Add creates or keeps a probe's series; a changed model, assertion list
 // or histogram form replaces them.
 func (m *AnswerMetrics) Add(as AnswerSeries) {
-	m.probes.put(probeKey{as.Target, as.Probe}, func(old *answerSeries) bool {
+	m.put(as.Target, as.Probe, func(old *answerSeries) bool {
 		return old.spec.Model == as.Model && slices.Equal(old.spec.Assertions, as.Assertions) &&
 			histogramForm(old.spec.Histograms) == histogramForm(as.Histograms)
 	}, func() *answerSeries { return m.newSeries(as) })
@@ -89,17 +91,12 @@ func (m *AnswerMetrics) newSeries(as AnswerSeries) *answerSeries {
 	return s
 }
 
-// Remove drops every series of one probe.
-func (m *AnswerMetrics) Remove(target, probeName string) {
-	m.probes.remove(probeKey{target, probeName})
-}
-
 // Observe records one result of a probe that was added.
 func (m *AnswerMetrics) Observe(target, probeName string, r *probe.Result) {
 	if r == nil {
 		return
 	}
-	s, ok := m.probes.get(probeKey{target, probeName})
+	s, ok := m.get(target, probeName)
 	if !ok {
 		return
 	}
@@ -149,20 +146,6 @@ func (s *answerSeries) newReasoning() *reasoningSeries {
 		rs.tokens,
 	}
 	return rs
-}
-
-// Describe implements prometheus.Collector.
-func (m *AnswerMetrics) Describe(ch chan<- *prometheus.Desc) {
-	ch <- m.d.assertFailures
-	ch <- m.d.firstReasoning
-	ch <- m.d.firstAnswer
-	ch <- m.d.secondToken
-	ch <- m.d.reasoningTokens
-}
-
-// Collect implements prometheus.Collector.
-func (m *AnswerMetrics) Collect(ch chan<- prometheus.Metric) {
-	m.probes.collect(ch)
 }
 
 func (s *answerSeries) collect(ch chan<- prometheus.Metric) {

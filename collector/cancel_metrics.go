@@ -18,7 +18,7 @@ import (
 // the engine's cancel sink; probes without cancel: have no series.
 type CancelMetrics struct {
 	release, total *prometheus.Desc
-	probes         store[probeKey, *cancelSeries]
+	probeFamily[*cancelSeries]
 }
 
 // CancelSeries identifies one cancellation probe.
@@ -45,7 +45,7 @@ func cancelReleaseBuckets() []float64 {
 // NewCancelMetrics is an empty collector; Add announces each probe.
 func NewCancelMetrics() *CancelMetrics {
 	base := []string{"target", "probe", "model"}
-	return &CancelMetrics{
+	m := &CancelMetrics{
 		release: prometheus.NewDesc("llm_probe_cancel_release_seconds",
 			"Time from the probe cutting its stream to the first reading of the target's llm_server_requests_running below its value before the cut (resolution: the probe's cancel.poll_interval).",
 			base, nil),
@@ -53,13 +53,15 @@ func NewCancelMetrics() *CancelMetrics {
 			"Streams the probe cut on purpose, by whether the server freed the slot within cancel.release_timeout (released), did not (leaked), or its metrics could not tell (unknown).",
 			append(base, "result"), nil),
 	}
+	m.descs = []*prometheus.Desc{m.release, m.total}
+	return m
 }
 
 // Add creates or keeps a probe's series; a changed model or histogram
 // form replaces them. Every result's counter starts at zero, so an
 // increase() over the first leak works.
 func (m *CancelMetrics) Add(cs CancelSeries) {
-	m.probes.put(probeKey{cs.Target, cs.Probe}, func(old *cancelSeries) bool {
+	m.put(cs.Target, cs.Probe, func(old *cancelSeries) bool {
 		return old.spec.Model == cs.Model && histogramForm(old.spec.Histograms) == histogramForm(cs.Histograms)
 	}, func() *cancelSeries { return m.newSeries(cs) })
 }
@@ -81,18 +83,13 @@ func (m *CancelMetrics) newSeries(cs CancelSeries) *cancelSeries {
 	return s
 }
 
-// Remove drops a probe's series.
-func (m *CancelMetrics) Remove(target, probeName string) {
-	m.probes.remove(probeKey{target, probeName})
-}
-
 // Observe records the cancellation of one result, if it was cut and its
 // release measured.
 func (m *CancelMetrics) Observe(target, probeName string, r *probe.Result) {
 	if r == nil || r.Cancel == nil || r.Cancel.Release == "" {
 		return
 	}
-	s, ok := m.probes.get(probeKey{target, probeName})
+	s, ok := m.get(target, probeName)
 	if !ok {
 		return
 	}
@@ -102,17 +99,6 @@ func (m *CancelMetrics) Observe(target, probeName string, r *probe.Result) {
 	if r.Cancel.Release == probe.CancelReleased {
 		s.release.Observe(r.Cancel.ReleaseAfter.Seconds())
 	}
-}
-
-// Describe implements prometheus.Collector.
-func (m *CancelMetrics) Describe(ch chan<- *prometheus.Desc) {
-	ch <- m.release
-	ch <- m.total
-}
-
-// Collect implements prometheus.Collector.
-func (m *CancelMetrics) Collect(ch chan<- prometheus.Metric) {
-	m.probes.collect(ch)
 }
 
 func (s *cancelSeries) collect(ch chan<- prometheus.Metric) {

@@ -15,7 +15,7 @@ import (
 // wrong_answer when the target states what to expect).
 type PooledMetrics struct {
 	dim, results *prometheus.Desc
-	probes       store[probeKey, *pooledSeries]
+	probeFamily[*pooledSeries]
 }
 
 // pooledSeries is a probe's one gauge: the dimension of an embedding
@@ -32,12 +32,14 @@ type pooledSeries struct {
 // NewPooledMetrics returns an empty collector; probes appear through Add.
 func NewPooledMetrics() *PooledMetrics {
 	l := []string{"target", "probe", "model"}
-	return &PooledMetrics{
+	m := &PooledMetrics{
 		dim: prometheus.NewDesc("llm_probe_embedding_dimension",
 			"Dimension of the vectors of the probe's last successful embedding answer.", l, nil),
 		results: prometheus.NewDesc("llm_probe_rerank_results",
 			"Results of the probe's last successful rerank answer.", l, nil),
 	}
+	m.descs = []*prometheus.Desc{m.dim, m.results}
+	return m
 }
 
 // Add announces a probe; only embedding and rerank protocols get series.
@@ -49,7 +51,7 @@ func (m *PooledMetrics) Add(target, probeName, model, protocol string) {
 		return
 	}
 	rerank := p.Settings == probe.SettingsRerank
-	m.probes.put(probeKey{target, probeName}, func(old *pooledSeries) bool {
+	m.put(target, probeName, func(old *pooledSeries) bool {
 		return old.rerank == rerank && old.model == model
 	}, func() *pooledSeries {
 		d := m.dim
@@ -60,17 +62,12 @@ func (m *PooledMetrics) Add(target, probeName, model, protocol string) {
 	})
 }
 
-// Remove drops a probe's series.
-func (m *PooledMetrics) Remove(target, probeName string) {
-	m.probes.remove(probeKey{target, probeName})
-}
-
 // Observe takes one result; only successful pooled answers set a value.
 func (m *PooledMetrics) Observe(target, probeName string, r *probe.Result) {
 	if r == nil || r.Outcome != probe.OutcomeSuccess || r.Pooled == nil {
 		return
 	}
-	s, ok := m.probes.get(probeKey{target, probeName})
+	s, ok := m.get(target, probeName)
 	if !ok {
 		return
 	}
@@ -80,17 +77,6 @@ func (m *PooledMetrics) Observe(target, probeName string, r *probe.Result) {
 	}
 	s.value.Set(v)
 	s.set.Store(true)
-}
-
-// Describe implements prometheus.Collector.
-func (m *PooledMetrics) Describe(ch chan<- *prometheus.Desc) {
-	ch <- m.dim
-	ch <- m.results
-}
-
-// Collect implements prometheus.Collector.
-func (m *PooledMetrics) Collect(ch chan<- prometheus.Metric) {
-	m.probes.collect(ch)
 }
 
 func (s *pooledSeries) collect(ch chan<- prometheus.Metric) {

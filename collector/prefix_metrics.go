@@ -23,13 +23,13 @@ const (
 // (engine.PrefixSink feeds it).
 type PrefixMetrics struct {
 	ttft, ratio, cached *prometheus.Desc
-	probes              store[probeKey, *prefixSeries]
+	probeFamily[*prefixSeries]
 }
 
 // NewPrefixMetrics is an empty collector; Add announces each probe.
 func NewPrefixMetrics() *PrefixMetrics {
 	base := []string{"target", "probe", "model"}
-	return &PrefixMetrics{
+	m := &PrefixMetrics{
 		ttft: prometheus.NewDesc("llm_probe_prefix_time_to_first_token_seconds",
 			"Time to first token of session and shared_prefix probes' successful streams, by prefix cache state: cold for each run's first request, warm for the later ones that resend its prefix; mode is the probe's kind (session turns add new tokens, shared_prefix requests do not).",
 			append(base[:3:3], "cache", "mode"), nil),
@@ -40,6 +40,8 @@ func NewPrefixMetrics() *PrefixMetrics {
 			"Prompt tokens the server reported as served from its prefix cache (OpenAI usage prompt_tokens_details.cached_tokens), for session and shared_prefix probes.",
 			base, nil),
 	}
+	m.descs = []*prometheus.Desc{m.ttft, m.ratio, m.cached}
+	return m
 }
 
 // PrefixSeries identifies one session or shared_prefix probe.
@@ -71,7 +73,7 @@ type PrefixRequest struct {
 // Add creates or keeps a probe's series; a changed model, mode or histogram
 // form replaces them.
 func (m *PrefixMetrics) Add(ps PrefixSeries) {
-	m.probes.put(probeKey{ps.Target, ps.Probe}, func(old *prefixSeries) bool {
+	m.put(ps.Target, ps.Probe, func(old *prefixSeries) bool {
 		return old.spec.Model == ps.Model && old.spec.Mode == ps.Mode && histogramForm(old.spec.Histograms) == histogramForm(ps.Histograms)
 	}, func() *prefixSeries { return m.newSeries(ps) })
 }
@@ -95,16 +97,11 @@ func (m *PrefixMetrics) newSeries(ps PrefixSeries) *prefixSeries {
 	return s
 }
 
-// Remove drops every series of one probe.
-func (m *PrefixMetrics) Remove(target, probeName string) {
-	m.probes.remove(probeKey{target, probeName})
-}
-
 // ObserveRun records one run of a probe that was added: each successful
 // stream's TTFT by cache state, the cached tokens the server reported,
 // and the run's warm/cold ratio when it has both.
 func (m *PrefixMetrics) ObserveRun(target, probeName string, run []PrefixRequest) {
-	s, ok := m.probes.get(probeKey{target, probeName})
+	s, ok := m.get(target, probeName)
 	if !ok {
 		return
 	}
@@ -138,24 +135,12 @@ func (m *PrefixMetrics) ObserveRun(target, probeName string, run []PrefixRequest
 
 // Ratio is a probe's last warm/cold ratio; false before any run had both.
 func (m *PrefixMetrics) Ratio(target, probeName string) (float64, bool) {
-	s, ok := m.probes.get(probeKey{target, probeName})
+	s, ok := m.get(target, probeName)
 	if !ok {
 		return 0, false
 	}
 	v := s.ratio.get()
 	return v, !math.IsNaN(v)
-}
-
-// Describe implements prometheus.Collector.
-func (m *PrefixMetrics) Describe(ch chan<- *prometheus.Desc) {
-	ch <- m.ttft
-	ch <- m.ratio
-	ch <- m.cached
-}
-
-// Collect implements prometheus.Collector.
-func (m *PrefixMetrics) Collect(ch chan<- prometheus.Metric) {
-	m.probes.collect(ch)
 }
 
 func (s *prefixSeries) collect(ch chan<- prometheus.Metric) {

@@ -131,7 +131,7 @@ type ProbeMetrics struct {
 	// now is the time of a skipped arrival (time.Now; tests fix it).
 	now func() time.Time
 
-	probes store[probeKey, *series]
+	probeFamily[*series]
 }
 
 type descs struct {
@@ -212,27 +212,19 @@ func newDescs() descs {
 
 // NewProbeMetrics returns an empty collector; probes appear through Add.
 func NewProbeMetrics() *ProbeMetrics {
-	return &ProbeMetrics{d: newDescs(), now: time.Now}
+	m := &ProbeMetrics{d: newDescs(), now: time.Now}
+	m.descs = m.d.list()
+	return m
 }
 
-// Describe sends the fixed descriptor of every metric, making ProbeMetrics a
-// checked collector even though its series come and go with the config.
-func (m *ProbeMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{
-		m.d.ttft, m.d.tpot, m.d.itl, m.d.duration, m.d.tps, m.d.phase, m.d.lag,
-		m.d.requests, m.d.inTokens, m.d.outTokens, m.d.slo, m.d.skip,
-		m.d.success, m.d.lastTTFT, m.d.lastRun, m.d.objective, m.d.retry, m.d.tlsExpiry,
-		m.d.serverTiming, m.d.serverTimingInvalid, m.d.usageInvalid,
-	} {
-		ch <- d
-	}
-	m.d.sched.describe(ch)
-	m.d.streak.describe(ch)
-}
-
-// Collect sends the series of every probe.
-func (m *ProbeMetrics) Collect(ch chan<- prometheus.Metric) {
-	m.probes.collect(ch)
+// list is every descriptor, for Describe.
+func (d *descs) list() []*prometheus.Desc {
+	return append([]*prometheus.Desc{
+		d.ttft, d.tpot, d.itl, d.duration, d.tps, d.phase, d.lag,
+		d.requests, d.inTokens, d.outTokens, d.slo, d.skip,
+		d.success, d.lastTTFT, d.lastRun, d.objective, d.retry, d.tlsExpiry,
+		d.serverTiming, d.serverTimingInvalid, d.usageInvalid,
+	}, append(d.sched.list(), d.streak.list()...)...)
 }
 
 // Add creates the series of one probe with every counter at zero, so rate()
@@ -243,7 +235,7 @@ func (m *ProbeMetrics) Collect(ch chan<- prometheus.Metric) {
 // thresholds and the outcome series follow the protocol. A changed planned
 // interval alone only changes its own series.
 func (m *ProbeMetrics) Add(ps ProbeSeries) {
-	m.probes.put(probeKey{ps.Target, ps.Probe}, func(old *series) bool {
+	m.put(ps.Target, ps.Probe, func(old *series) bool {
 		if old.model != ps.Model || old.slo != ps.SLO || old.protocol != ps.Protocol ||
 			old.form != histogramForm(ps.Histograms) || old.asserts != ps.Asserts {
 			return false
@@ -253,14 +245,9 @@ func (m *ProbeMetrics) Add(ps ProbeSeries) {
 	}, func() *series { return newSeries(&m.d, ps) })
 }
 
-// Remove drops every series of one probe.
-func (m *ProbeMetrics) Remove(target, probeName string) {
-	m.probes.remove(probeKey{target, probeName})
-}
-
 // lookup is the probe's series, nil when it is not (or no longer) added.
 func (m *ProbeMetrics) lookup(target, probeName string) *series {
-	s, _ := m.probes.get(probeKey{target, probeName})
+	s, _ := m.get(target, probeName)
 	return s
 }
 

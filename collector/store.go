@@ -40,14 +40,15 @@ type store[K comparable, S exposer] struct {
 }
 
 // put gives k the state build returns, unless k has a state and keep
-// says it still fits: then that state, with its counters, stays. keep
+// (nil: never) says it still fits: then that state, with its counters,
+// stays. keep
 // and build run under the store's write lock, so keep may change state
 // that only put and remove touch (RateLimitMetrics' probes of a
 // target); neither may call back into the store.
 func (st *store[K, S]) put(k K, keep func(old S) bool, build func() S) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if old, ok := st.m[k]; ok && keep(old) {
+	if old, ok := st.m[k]; ok && keep != nil && keep(old) {
 		return
 	}
 	if st.m == nil {
@@ -131,4 +132,42 @@ func (l *lazy[T]) get(build func() *T) *T {
 		return v
 	}
 	return l.p.Load()
+}
+
+// probeFamily is what a per-probe collector embeds: its descriptors and
+// its store of probes. It gives the collector Describe, Collect and
+// Remove; the collector adds Add (what its state is built from, and when
+// a reload keeps it) and what it records.
+type probeFamily[S exposer] struct {
+	descs  []*prometheus.Desc
+	probes store[probeKey, S]
+}
+
+// Describe sends the fixed descriptor of every metric of the family,
+// making it a checked collector although its series come and go with
+// the config.
+func (f *probeFamily[S]) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range f.descs {
+		ch <- d
+	}
+}
+
+// Collect sends the series of every probe.
+func (f *probeFamily[S]) Collect(ch chan<- prometheus.Metric) {
+	f.probes.collect(ch)
+}
+
+// Remove drops every series of one probe; a probe not added is a no-op.
+func (f *probeFamily[S]) Remove(target, probeName string) {
+	f.probes.remove(probeKey{target, probeName})
+}
+
+// get is a probe's state; false when it is not (or no longer) added.
+func (f *probeFamily[S]) get(target, probeName string) (S, bool) {
+	return f.probes.get(probeKey{target, probeName})
+}
+
+// put is store.put for one probe.
+func (f *probeFamily[S]) put(target, probeName string, keep func(old S) bool, build func() S) {
+	f.probes.put(probeKey{target, probeName}, keep, build)
 }
