@@ -123,3 +123,22 @@ func BenchmarkIdleProbeHeap(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGatherAllFamilies gathers every per-probe collector as the
+// golden exposition test fills them (every protocol, SLOs, assertions,
+// sessions, cancellation, pooled answers, rate limits): what a scrape
+// costs before encoding, for the families beside ProbeMetrics too.
+func BenchmarkGatherAllFamilies(b *testing.B) {
+	c, reg := newGoldenCollectors()
+	probes := goldenProbes()
+	for _, p := range probes {
+		c.add(p)
+	}
+	c.feed(probes, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := reg.Gather(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -40,7 +40,7 @@ type goldenCollectors struct {
 	limits  *RateLimitMetrics
 }
 
-func newGoldenCollectors(t *testing.T) (*goldenCollectors, *prometheus.Registry) {
+func newGoldenCollectors() (*goldenCollectors, *prometheus.Registry) {
 	c := &goldenCollectors{
 		probes: NewProbeMetrics(), answers: NewAnswerMetrics(), cancels: NewCancelMetrics(),
 		prefix: NewPrefixMetrics(), pooled: NewPooledMetrics(), limits: NewRateLimitMetrics(),
@@ -289,7 +289,7 @@ func spans(ss []*dto.BucketSpan) string {
 }
 
 func TestExpositionGolden(t *testing.T) {
-	c, reg := newGoldenCollectors(t)
+	c, reg := newGoldenCollectors()
 	probes := goldenProbes()
 	for _, p := range probes {
 		c.add(p)
