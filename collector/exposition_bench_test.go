@@ -129,12 +129,7 @@ func BenchmarkIdleProbeHeap(b *testing.B) {
 // sessions, cancellation, pooled answers, rate limits): what a scrape
 // costs before encoding, for the families beside ProbeMetrics too.
 func BenchmarkGatherAllFamilies(b *testing.B) {
-	c, reg := newGoldenCollectors()
-	probes := goldenProbes()
-	for _, p := range probes {
-		c.add(p)
-	}
-	c.feed(probes, 0)
+	_, reg, _ := filledGoldenCollectors()
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := reg.Gather(); err != nil {

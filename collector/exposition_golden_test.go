@@ -288,13 +288,19 @@ func spans(ss []*dto.BucketSpan) string {
 	return "[" + strings.Join(parts, " ") + "]"
 }
 
-func TestExpositionGolden(t *testing.T) {
+// filledGoldenCollectors are the golden probes added and fed once.
+func filledGoldenCollectors() (*goldenCollectors, *prometheus.Registry, []goldenProbe) {
 	c, reg := newGoldenCollectors()
 	probes := goldenProbes()
 	for _, p := range probes {
 		c.add(p)
 	}
 	c.feed(probes, 0)
+	return c, reg, probes
+}
+
+func TestExpositionGolden(t *testing.T) {
+	c, reg, probes := filledGoldenCollectors()
 
 	// A reload: unchanged probes keep their series, a changed model
 	// replaces them, a changed planned interval swaps only its own
