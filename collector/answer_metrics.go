@@ -3,8 +3,6 @@ package collector
 import (
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -19,9 +17,7 @@ import (
 // assertions or reasoning carry none of these series.
 type AnswerMetrics struct {
 	d answerDescs
-
-	mu     sync.RWMutex
-	series map[seriesKey]*answerSeries
+	probeFamily[*answerSeries]
 }
 
 type answerDescs struct {
@@ -31,7 +27,7 @@ type answerDescs struct {
 // NewAnswerMetrics is an empty collector; Add announces each probe.
 func NewAnswerMetrics() *AnswerMetrics {
 	base := []string{"target", "probe", "model"}
-	return &AnswerMetrics{
+	m := &AnswerMetrics{
 		d: answerDescs{
 			assertFailures: prometheus.NewDesc("llm_probe_assertion_failures_total",
 				"Answers that failed the probe's assertion, by assertion name; the request counts as outcome wrong_answer.",
@@ -45,8 +41,9 @@ func NewAnswerMetrics() *AnswerMetrics {
 			reasoningTokens: prometheus.NewDesc("llm_probe_reasoning_tokens_total",
 				"Reasoning tokens the server reported (usage completion_tokens_details.reasoning_tokens).", base, nil),
 		},
-		series: map[seriesKey]*answerSeries{},
 	}
+	m.descs = []*prometheus.Desc{m.d.assertFailures, m.d.firstReasoning, m.d.firstAnswer, m.d.secondToken, m.d.reasoningTokens}
+	return m
 }
 
 // AnswerSeries identifies one probe and what it checks.
@@ -59,12 +56,13 @@ type AnswerSeries struct {
 }
 
 type answerSeries struct {
+	d        *answerDescs
 	spec     AnswerSeries
 	labels   probeLabels
 	failures map[string]*counter
 	always   []prometheus.Metric
 	// reasoning is created when the probe first sees a reasoning chunk.
-	reasoning atomic.Pointer[reasoningSeries]
+	reasoning lazy[reasoningSeries]
 }
 
 type reasoningSeries struct {
@@ -76,28 +74,21 @@ type reasoningSeries struct {
 // Add creates or keeps a probe's series; a changed model, assertion list
 // or histogram form replaces them.
 func (m *AnswerMetrics) Add(as AnswerSeries) {
-	k := seriesKey{as.Target, as.Probe}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if old, ok := m.series[k]; ok && old.spec.Model == as.Model && slices.Equal(old.spec.Assertions, as.Assertions) &&
-		histogramForm(old.spec.Histograms) == histogramForm(as.Histograms) {
-		return
-	}
-	s := &answerSeries{spec: as, labels: newProbeLabels(as.Target, as.Probe, as.Model), failures: map[string]*counter{}}
+	m.put(as.Target, as.Probe, func(old *answerSeries) bool {
+		return old.spec.Model == as.Model && slices.Equal(old.spec.Assertions, as.Assertions) &&
+			histogramForm(old.spec.Histograms) == histogramForm(as.Histograms)
+	}, func() *answerSeries { return m.newSeries(as) })
+}
+
+func (m *AnswerMetrics) newSeries(as AnswerSeries) *answerSeries {
+	s := &answerSeries{d: &m.d, spec: as, labels: newProbeLabels(as.Target, as.Probe, as.Model), failures: map[string]*counter{}}
 	created := timestamppb.Now()
 	for _, name := range as.Assertions {
 		c := newCounter(m.d.assertFailures, s.labels.with("assertion", strings.ToValidUTF8(name, "\uFFFD")), created)
 		s.failures[name] = c
 		s.always = append(s.always, c)
 	}
-	m.series[k] = s
-}
-
-// Remove drops every series of one probe.
-func (m *AnswerMetrics) Remove(target, probeName string) {
-	m.mu.Lock()
-	delete(m.series, seriesKey{target, probeName})
-	m.mu.Unlock()
+	return s
 }
 
 // Observe records one result of a probe that was added.
@@ -105,10 +96,8 @@ func (m *AnswerMetrics) Observe(target, probeName string, r *probe.Result) {
 	if r == nil {
 		return
 	}
-	m.mu.RLock()
-	s := m.series[seriesKey{target, probeName}]
-	m.mu.RUnlock()
-	if s == nil {
+	s, ok := m.get(target, probeName)
+	if !ok {
 		return
 	}
 	for _, f := range r.AssertionFailures {
@@ -116,15 +105,12 @@ func (m *AnswerMetrics) Observe(target, probeName string, r *probe.Result) {
 			c.Inc()
 		}
 	}
-	rs := s.reasoning.Load()
+	rs := s.reasoning.load()
 	if rs == nil {
 		if !r.Reasoning.Seen {
 			return
 		}
-		rs = m.newReasoning(s)
-		if !s.reasoning.CompareAndSwap(nil, rs) {
-			rs = s.reasoning.Load()
-		}
+		rs = s.reasoning.get(s.newReasoning)
 	}
 	if r.Reasoning.HasTokens && r.Reasoning.Tokens > 0 {
 		rs.tokens.Add(float64(r.Reasoning.Tokens))
@@ -144,48 +130,31 @@ func (m *AnswerMetrics) Observe(target, probeName string, r *probe.Result) {
 	}
 }
 
-func (m *AnswerMetrics) newReasoning(s *answerSeries) *reasoningSeries {
+func (s *answerSeries) newReasoning() *reasoningSeries {
+	d := s.d
 	form := histogramForm(s.spec.Histograms)
 	rs := &reasoningSeries{
 		firstReasoning: newHistogram("first_reasoning", ttftBuckets(), form),
 		firstAnswer:    newHistogram("first_answer", ttftBuckets(), form),
 		secondToken:    newHistogram("second_token", ttftBuckets(), form),
-		tokens:         newCounter(m.d.reasoningTokens, s.labels, timestamppb.Now()),
+		tokens:         newCounter(d.reasoningTokens, s.labels, timestamppb.Now()),
 	}
 	rs.metrics = []prometheus.Metric{
-		newLabelled(m.d.firstReasoning, rs.firstReasoning, s.labels),
-		newLabelled(m.d.firstAnswer, rs.firstAnswer, s.labels),
-		newLabelled(m.d.secondToken, rs.secondToken, s.labels),
+		newLabelled(d.firstReasoning, rs.firstReasoning, s.labels),
+		newLabelled(d.firstAnswer, rs.firstAnswer, s.labels),
+		newLabelled(d.secondToken, rs.secondToken, s.labels),
 		rs.tokens,
 	}
 	return rs
 }
 
-// Describe implements prometheus.Collector.
-func (m *AnswerMetrics) Describe(ch chan<- *prometheus.Desc) {
-	ch <- m.d.assertFailures
-	ch <- m.d.firstReasoning
-	ch <- m.d.firstAnswer
-	ch <- m.d.secondToken
-	ch <- m.d.reasoningTokens
-}
-
-// Collect implements prometheus.Collector.
-func (m *AnswerMetrics) Collect(ch chan<- prometheus.Metric) {
-	m.mu.RLock()
-	all := make([]*answerSeries, 0, len(m.series))
-	for _, s := range m.series {
-		all = append(all, s)
+func (s *answerSeries) collect(ch chan<- prometheus.Metric) {
+	for _, metric := range s.always {
+		ch <- metric
 	}
-	m.mu.RUnlock()
-	for _, s := range all {
-		for _, metric := range s.always {
+	if rs := s.reasoning.load(); rs != nil {
+		for _, metric := range rs.metrics {
 			ch <- metric
-		}
-		if rs := s.reasoning.Load(); rs != nil {
-			for _, metric := range rs.metrics {
-				ch <- metric
-			}
 		}
 	}
 }

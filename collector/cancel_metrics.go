@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,9 +18,7 @@ import (
 // the engine's cancel sink; probes without cancel: have no series.
 type CancelMetrics struct {
 	release, total *prometheus.Desc
-
-	mu     sync.RWMutex
-	series map[seriesKey]*cancelSeries
+	probeFamily[*cancelSeries]
 }
 
 // CancelSeries identifies one cancellation probe.
@@ -48,27 +45,28 @@ func cancelReleaseBuckets() []float64 {
 // NewCancelMetrics is an empty collector; Add announces each probe.
 func NewCancelMetrics() *CancelMetrics {
 	base := []string{"target", "probe", "model"}
-	return &CancelMetrics{
+	m := &CancelMetrics{
 		release: prometheus.NewDesc("llm_probe_cancel_release_seconds",
 			"Time from the probe cutting its stream to the first reading of the target's llm_server_requests_running below its value before the cut (resolution: the probe's cancel.poll_interval).",
 			base, nil),
 		total: prometheus.NewDesc("llm_probe_cancellations_total",
 			"Streams the probe cut on purpose, by whether the server freed the slot within cancel.release_timeout (released), did not (leaked), or its metrics could not tell (unknown).",
 			append(base, "result"), nil),
-		series: map[seriesKey]*cancelSeries{},
 	}
+	m.descs = []*prometheus.Desc{m.release, m.total}
+	return m
 }
 
 // Add creates or keeps a probe's series; a changed model or histogram
 // form replaces them. Every result's counter starts at zero, so an
 // increase() over the first leak works.
 func (m *CancelMetrics) Add(cs CancelSeries) {
-	k := seriesKey{cs.Target, cs.Probe}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if old, ok := m.series[k]; ok && old.spec.Model == cs.Model && histogramForm(old.spec.Histograms) == histogramForm(cs.Histograms) {
-		return
-	}
+	m.put(cs.Target, cs.Probe, func(old *cancelSeries) bool {
+		return old.spec.Model == cs.Model && histogramForm(old.spec.Histograms) == histogramForm(cs.Histograms)
+	}, func() *cancelSeries { return m.newSeries(cs) })
+}
+
+func (m *CancelMetrics) newSeries(cs CancelSeries) *cancelSeries {
 	labels := newProbeLabels(cs.Target, cs.Probe, cs.Model)
 	s := &cancelSeries{
 		spec:    cs,
@@ -82,14 +80,7 @@ func (m *CancelMetrics) Add(cs CancelSeries) {
 		s.results[r] = c
 		s.metrics = append(s.metrics, c)
 	}
-	m.series[k] = s
-}
-
-// Remove drops a probe's series.
-func (m *CancelMetrics) Remove(target, probeName string) {
-	m.mu.Lock()
-	delete(m.series, seriesKey{target, probeName})
-	m.mu.Unlock()
+	return s
 }
 
 // Observe records the cancellation of one result, if it was cut and its
@@ -98,10 +89,8 @@ func (m *CancelMetrics) Observe(target, probeName string, r *probe.Result) {
 	if r == nil || r.Cancel == nil || r.Cancel.Release == "" {
 		return
 	}
-	m.mu.RLock()
-	s := m.series[seriesKey{target, probeName}]
-	m.mu.RUnlock()
-	if s == nil {
+	s, ok := m.get(target, probeName)
+	if !ok {
 		return
 	}
 	if c := s.results[r.Cancel.Release]; c != nil {
@@ -112,20 +101,9 @@ func (m *CancelMetrics) Observe(target, probeName string, r *probe.Result) {
 	}
 }
 
-// Describe implements prometheus.Collector.
-func (m *CancelMetrics) Describe(ch chan<- *prometheus.Desc) {
-	ch <- m.release
-	ch <- m.total
-}
-
-// Collect implements prometheus.Collector.
-func (m *CancelMetrics) Collect(ch chan<- prometheus.Metric) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	for _, s := range m.series {
-		for _, metric := range s.metrics {
-			ch <- metric
-		}
+func (s *cancelSeries) collect(ch chan<- prometheus.Metric) {
+	for _, metric := range s.metrics {
+		ch <- metric
 	}
 }
 

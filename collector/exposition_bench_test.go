@@ -123,3 +123,17 @@ func BenchmarkIdleProbeHeap(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGatherAllFamilies gathers every per-probe collector as the
+// golden exposition test fills them (every protocol, SLOs, assertions,
+// sessions, cancellation, pooled answers, rate limits): what a scrape
+// costs before encoding, for the families beside ProbeMetrics too.
+func BenchmarkGatherAllFamilies(b *testing.B) {
+	_, reg, _ := filledGoldenCollectors()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := reg.Gather(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

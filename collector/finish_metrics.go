@@ -48,19 +48,12 @@ func (s *series) countFinish(r *probe.Result) {
 		return
 	}
 	i := finishReasonIndex(r.FinishReason)
-	c := s.finishes[i].Load()
-	if c == nil {
-		c = s.lateCounter(s.d.finish, "reason", finishReasons[i])
-		if !s.finishes[i].CompareAndSwap(nil, c) {
-			c = s.finishes[i].Load()
-		}
-	}
-	c.Inc()
+	s.finishes[i].get(func() *counter { return s.lateCounter(s.d.finish, "reason", finishReasons[i]) }).Inc()
 }
 
 func (s *series) collectFinishes(ch chan<- prometheus.Metric) {
 	for i := range s.finishes {
-		if c := s.finishes[i].Load(); c != nil {
+		if c := s.finishes[i].load(); c != nil {
 			ch <- c
 		}
 	}

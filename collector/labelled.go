@@ -185,6 +185,8 @@ func newGauge(desc *prometheus.Desc, labels []*dto.LabelPair) *gauge {
 // Set sets the value to v.
 func (g *gauge) Set(v float64) { atomic.StoreUint64(&g.valBits, math.Float64bits(v)) }
 
+func (g *gauge) get() float64 { return math.Float64frombits(atomic.LoadUint64(&g.valBits)) }
+
 // Add adds v (negative to subtract).
 func (g *gauge) Add(v float64) {
 	for {
@@ -204,7 +206,7 @@ type gaugeOut struct {
 }
 
 func (g *gauge) Write(out *dto.Metric) error {
-	o := &gaugeOut{v: math.Float64frombits(atomic.LoadUint64(&g.valBits))}
+	o := &gaugeOut{v: g.get()}
 	o.g.Value = &o.v
 	out.Label = g.labels
 	out.Gauge = &o.g

@@ -2,8 +2,6 @@ package collector
 
 import (
 	"math"
-	"sync"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -25,15 +23,13 @@ const (
 // (engine.PrefixSink feeds it).
 type PrefixMetrics struct {
 	ttft, ratio, cached *prometheus.Desc
-
-	mu     sync.RWMutex
-	series map[seriesKey]*prefixSeries
+	probeFamily[*prefixSeries]
 }
 
 // NewPrefixMetrics is an empty collector; Add announces each probe.
 func NewPrefixMetrics() *PrefixMetrics {
 	base := []string{"target", "probe", "model"}
-	return &PrefixMetrics{
+	m := &PrefixMetrics{
 		ttft: prometheus.NewDesc("llm_probe_prefix_time_to_first_token_seconds",
 			"Time to first token of session and shared_prefix probes' successful streams, by prefix cache state: cold for each run's first request, warm for the later ones that resend its prefix; mode is the probe's kind (session turns add new tokens, shared_prefix requests do not).",
 			append(base[:3:3], "cache", "mode"), nil),
@@ -43,8 +39,9 @@ func NewPrefixMetrics() *PrefixMetrics {
 		cached: prometheus.NewDesc("llm_probe_cached_input_tokens_total",
 			"Prompt tokens the server reported as served from its prefix cache (OpenAI usage prompt_tokens_details.cached_tokens), for session and shared_prefix probes.",
 			base, nil),
-		series: map[seriesKey]*prefixSeries{},
 	}
+	m.descs = []*prometheus.Desc{m.ttft, m.ratio, m.cached}
+	return m
 }
 
 // PrefixSeries identifies one session or shared_prefix probe.
@@ -62,9 +59,9 @@ type prefixSeries struct {
 	cold, warm prometheus.Histogram
 	cached     *counter
 	metrics    []prometheus.Metric
-	// ratio holds the float64 bits of the last ratio; NaN until a run had
-	// a successful cold and warm request.
-	ratio atomic.Uint64
+	// ratio is the last run's ratio; NaN, and not exported, until a run
+	// had a successful cold and warm request.
+	ratio *gauge
 }
 
 // PrefixRequest is one request of a run and its cache state.
@@ -76,12 +73,12 @@ type PrefixRequest struct {
 // Add creates or keeps a probe's series; a changed model, mode or histogram
 // form replaces them.
 func (m *PrefixMetrics) Add(ps PrefixSeries) {
-	k := seriesKey{ps.Target, ps.Probe}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if old, ok := m.series[k]; ok && old.spec.Model == ps.Model && old.spec.Mode == ps.Mode && histogramForm(old.spec.Histograms) == histogramForm(ps.Histograms) {
-		return
-	}
+	m.put(ps.Target, ps.Probe, func(old *prefixSeries) bool {
+		return old.spec.Model == ps.Model && old.spec.Mode == ps.Mode && histogramForm(old.spec.Histograms) == histogramForm(ps.Histograms)
+	}, func() *prefixSeries { return m.newSeries(ps) })
+}
+
+func (m *PrefixMetrics) newSeries(ps PrefixSeries) *prefixSeries {
 	form := histogramForm(ps.Histograms)
 	s := &prefixSeries{
 		spec:   ps,
@@ -90,30 +87,22 @@ func (m *PrefixMetrics) Add(ps PrefixSeries) {
 		warm:   newHistogram("prefix_warm", ttftBuckets(), form),
 	}
 	s.cached = newCounter(m.cached, s.labels, timestamppb.Now())
-	s.ratio.Store(math.Float64bits(math.NaN()))
+	s.ratio = newGauge(m.ratio, s.labels)
+	s.ratio.Set(math.NaN())
 	s.metrics = []prometheus.Metric{
 		newLabelled(m.ttft, s.cold, s.labels.with("cache", PrefixCold, "mode", ps.Mode)),
 		newLabelled(m.ttft, s.warm, s.labels.with("cache", PrefixWarm, "mode", ps.Mode)),
 		s.cached,
 	}
-	m.series[k] = s
-}
-
-// Remove drops every series of one probe.
-func (m *PrefixMetrics) Remove(target, probeName string) {
-	m.mu.Lock()
-	delete(m.series, seriesKey{target, probeName})
-	m.mu.Unlock()
+	return s
 }
 
 // ObserveRun records one run of a probe that was added: each successful
 // stream's TTFT by cache state, the cached tokens the server reported,
 // and the run's warm/cold ratio when it has both.
 func (m *PrefixMetrics) ObserveRun(target, probeName string, run []PrefixRequest) {
-	m.mu.RLock()
-	s := m.series[seriesKey{target, probeName}]
-	m.mu.RUnlock()
-	if s == nil {
+	s, ok := m.get(target, probeName)
+	if !ok {
 		return
 	}
 	var cold, warm float64
@@ -140,43 +129,25 @@ func (m *PrefixMetrics) ObserveRun(target, probeName string, run []PrefixRequest
 		}
 	}
 	if nCold > 0 && nWarm > 0 {
-		s.ratio.Store(math.Float64bits((warm / float64(nWarm)) / (cold / float64(nCold))))
+		s.ratio.Set((warm / float64(nWarm)) / (cold / float64(nCold)))
 	}
 }
 
 // Ratio is a probe's last warm/cold ratio; false before any run had both.
 func (m *PrefixMetrics) Ratio(target, probeName string) (float64, bool) {
-	m.mu.RLock()
-	s := m.series[seriesKey{target, probeName}]
-	m.mu.RUnlock()
-	if s == nil {
+	s, ok := m.get(target, probeName)
+	if !ok {
 		return 0, false
 	}
-	v := math.Float64frombits(s.ratio.Load())
+	v := s.ratio.get()
 	return v, !math.IsNaN(v)
 }
 
-// Describe implements prometheus.Collector.
-func (m *PrefixMetrics) Describe(ch chan<- *prometheus.Desc) {
-	ch <- m.ttft
-	ch <- m.ratio
-	ch <- m.cached
-}
-
-// Collect implements prometheus.Collector.
-func (m *PrefixMetrics) Collect(ch chan<- prometheus.Metric) {
-	m.mu.RLock()
-	all := make([]*prefixSeries, 0, len(m.series))
-	for _, s := range m.series {
-		all = append(all, s)
+func (s *prefixSeries) collect(ch chan<- prometheus.Metric) {
+	for _, metric := range s.metrics {
+		ch <- metric
 	}
-	m.mu.RUnlock()
-	for _, s := range all {
-		for _, metric := range s.metrics {
-			ch <- metric
-		}
-		if v := math.Float64frombits(s.ratio.Load()); !math.IsNaN(v) {
-			ch <- newConstGauge(m.ratio, s.labels, v)
-		}
+	if !math.IsNaN(s.ratio.get()) {
+		ch <- s.ratio
 	}
 }

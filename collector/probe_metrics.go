@@ -131,11 +131,8 @@ type ProbeMetrics struct {
 	// now is the time of a skipped arrival (time.Now; tests fix it).
 	now func() time.Time
 
-	mu     sync.RWMutex
-	series map[seriesKey]*series
+	probeFamily[*series]
 }
-
-type seriesKey struct{ target, probe string }
 
 type descs struct {
 	ttft, tpot, itl, duration, tps, phase, lag *prometheus.Desc
@@ -218,38 +215,19 @@ func newDescs() descs {
 
 // NewProbeMetrics returns an empty collector; probes appear through Add.
 func NewProbeMetrics() *ProbeMetrics {
-	return &ProbeMetrics{d: newDescs(), now: time.Now, series: make(map[seriesKey]*series)}
+	m := &ProbeMetrics{d: newDescs(), now: time.Now}
+	m.descs = m.d.list()
+	return m
 }
 
-// Describe sends the fixed descriptor of every metric, making ProbeMetrics a
-// checked collector even though its series come and go with the config.
-func (m *ProbeMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{
-		m.d.ttft, m.d.tpot, m.d.itl, m.d.duration, m.d.tps, m.d.phase, m.d.lag,
-		m.d.requests, m.d.inTokens, m.d.outTokens, m.d.slo, m.d.skip,
-		m.d.success, m.d.lastTTFT, m.d.lastRun, m.d.objective, m.d.retry, m.d.tlsExpiry,
-		m.d.serverTiming, m.d.serverTimingInvalid, m.d.usageInvalid, m.d.finish,
-	} {
-		ch <- d
-	}
-	m.d.sched.describe(ch)
-	m.d.streak.describe(ch)
-	m.d.load.describe(ch)
-}
-
-// Collect sends the series of every probe.
-func (m *ProbeMetrics) Collect(ch chan<- prometheus.Metric) {
-	// Snapshot under the read lock, send without it: a slow scrape consumer
-	// must not hold up a reload's Add or Remove.
-	m.mu.RLock()
-	all := make([]*series, 0, len(m.series))
-	for _, s := range m.series {
-		all = append(all, s)
-	}
-	m.mu.RUnlock()
-	for _, s := range all {
-		s.collect(ch)
-	}
+// list is every descriptor, for Describe.
+func (d *descs) list() []*prometheus.Desc {
+	return append([]*prometheus.Desc{
+		d.ttft, d.tpot, d.itl, d.duration, d.tps, d.phase, d.lag,
+		d.requests, d.inTokens, d.outTokens, d.slo, d.skip,
+		d.success, d.lastTTFT, d.lastRun, d.objective, d.retry, d.tlsExpiry,
+		d.serverTiming, d.serverTimingInvalid, d.usageInvalid, d.finish,
+	}, append(append(d.sched.list(), d.streak.list()...), d.load.list()...)...)
 }
 
 // Add creates the series of one probe with every counter at zero, so rate()
@@ -260,28 +238,19 @@ func (m *ProbeMetrics) Collect(ch chan<- prometheus.Metric) {
 // thresholds and the outcome series follow the protocol. A changed planned
 // interval alone only changes its own series.
 func (m *ProbeMetrics) Add(ps ProbeSeries) {
-	k := seriesKey{ps.Target, ps.Probe}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if old, ok := m.series[k]; ok && old.model == ps.Model && old.slo == ps.SLO && old.protocol == ps.Protocol &&
-		old.form == histogramForm(ps.Histograms) && old.asserts == ps.Asserts {
+	m.put(ps.Target, ps.Probe, func(old *series) bool {
+		if old.model != ps.Model || old.slo != ps.SLO || old.protocol != ps.Protocol ||
+			old.form != histogramForm(ps.Histograms) || old.asserts != ps.Asserts {
+			return false
+		}
 		old.streak.setPlanned(ps.PlannedInterval)
-		return
-	}
-	m.series[k] = newSeries(&m.d, ps)
+		return true
+	}, func() *series { return newSeries(&m.d, ps) })
 }
 
-// Remove drops every series of one probe.
-func (m *ProbeMetrics) Remove(target, probeName string) {
-	m.mu.Lock()
-	delete(m.series, seriesKey{target, probeName})
-	m.mu.Unlock()
-}
-
+// lookup is the probe's series, nil when it is not (or no longer) added.
 func (m *ProbeMetrics) lookup(target, probeName string) *series {
-	m.mu.RLock()
-	s := m.series[seriesKey{target, probeName}]
-	m.mu.RUnlock()
+	s, _ := m.get(target, probeName)
 	return s
 }
 
@@ -356,11 +325,11 @@ type series struct {
 	// phases are created on their first observation (see phase), so that a
 	// phase that never happens, such as dns, connect and tls on pooled
 	// connections, is not exported as an empty histogram.
-	phases [numPhases]atomic.Pointer[phaseHistogram]
+	phases [numPhases]lazy[phaseHistogram]
 	// retries are indexed like probe.RetryReasons(), created on first use.
-	retries [numRetryReasons]atomic.Pointer[counter]
+	retries [numRetryReasons]lazy[counter]
 	// finishes are indexed like finishReasons, created on first use.
-	finishes [len(finishReasons)]atomic.Pointer[counter]
+	finishes [len(finishReasons)]lazy[counter]
 	// The server's own timings (server_timing_metrics.go).
 	serverTimingSeries
 	// Token counts the probe dropped (usage_metrics.go).
@@ -532,7 +501,7 @@ func (s *series) collect(ch chan<- prometheus.Metric) {
 		ch <- s.lastTTFT
 	}
 	for i := range s.phases {
-		if p := s.phases[i].Load(); p != nil {
+		if p := s.phases[i].load(); p != nil {
 			ch <- p.w
 		}
 	}
@@ -564,6 +533,10 @@ func (s *series) skipCounter(reason string) *counter {
 	if reason == "" {
 		reason = skipReasonOther
 	}
+	// Repaired before the lookup, so a reason that is not valid UTF-8
+	// finds the counter its first skip made instead of a second one
+	// under the same label value, which would fail every scrape.
+	reason = strings.ToValidUTF8(reason, "\uFFFD")
 	s.skipMu.Lock()
 	defer s.skipMu.Unlock()
 	if c, ok := s.skipped[reason]; ok {
@@ -575,7 +548,7 @@ func (s *series) skipCounter(reason string) *counter {
 			return c
 		}
 	}
-	return s.newSkipCounter(strings.ToValidUTF8(reason, "\uFFFD"), timestamppb.Now())
+	return s.newSkipCounter(reason, timestamppb.Now())
 }
 
 // outcomeIndex maps an outcome to its position in probe.Outcomes(). An outcome
@@ -773,6 +746,12 @@ type phaseHistogram struct {
 	w prometheus.Metric
 }
 
+// newPhaseHistogram is the histogram of one value of desc's phase label.
+func (s *series) newPhaseHistogram(desc *prometheus.Desc, phase string, buckets []float64) *phaseHistogram {
+	h := s.histogram("phase", buckets)
+	return &phaseHistogram{h: h, w: newLabelled(desc, h, s.labels.with("phase", phase))}
+}
+
 // observePhase observes d in phase i's histogram when the phase happened,
 // creating the histogram on the phase's first observation. Concurrent
 // first observations agree on one histogram through the CompareAndSwap.
@@ -780,14 +759,9 @@ func (s *series) observePhase(i int, happened bool, d time.Duration) {
 	if !happened {
 		return
 	}
-	p := s.phases[i].Load()
-	if p == nil {
-		h := s.histogram("phase", phaseBuckets())
-		p = &phaseHistogram{h: h, w: newLabelled(s.d.phase, h, s.labels.with("phase", phaseNames()[i]))}
-		if !s.phases[i].CompareAndSwap(nil, p) {
-			p = s.phases[i].Load()
-		}
-	}
+	p := s.phases[i].get(func() *phaseHistogram {
+		return s.newPhaseHistogram(s.d.phase, phaseNames()[i], phaseBuckets())
+	})
 	p.h.Observe(d.Seconds())
 }
 

@@ -643,6 +643,24 @@ func TestSkippedReasonsBounded(t *testing.T) {
 	}
 }
 
+// A skip reason that is not valid UTF-8, given twice, is one series: the
+// second skip must find the counter the first made under the repaired
+// value, not make a second one with the same labels (a failed scrape).
+func TestSkippedReasonInvalidUTF8(t *testing.T) {
+	m := NewProbeMetrics()
+	m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m"})
+	reg := newTestRegistry(t, m)
+	m.Skipped("sim", "p", "bad\xff")
+	m.Skipped("sim", "p", "bad\xff")
+	for _, mt := range gatherOne(t, reg, "llm_probe_skipped_total").GetMetric() {
+		for _, l := range mt.GetLabel() {
+			if l.GetName() == "reason" && l.GetValue() == "bad\uFFFD" && mt.GetCounter().GetValue() != 2 {
+				t.Errorf("reason %q counted %v, want 2", l.GetValue(), mt.GetCounter().GetValue())
+			}
+		}
+	}
+}
+
 func TestNativeHistogram(t *testing.T) {
 	m := NewProbeMetrics()
 	m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m", SLO: testSLO})

@@ -73,3 +73,25 @@ llm_probe_rate_limit_malformed_headers_total{header="x-ratelimit-reset-tokens",t
 		t.Errorf("after removing the target's last probe: %d series", n)
 	}
 }
+
+// A target name that is not valid UTF-8 (which the config refuses) is
+// repaired as every label value is, never a failed scrape.
+func TestRateLimitInvalidUTF8Target(t *testing.T) {
+	m := NewRateLimitMetrics()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m)
+	m.Add("bad\xff", "a")
+	m.Observe("bad\xff", &probe.Result{RateLimit: &probe.RateLimit{
+		Requests: probe.RateLimitWindow{Limit: 60, HasLimit: true}, Malformed: []string{"retry-after"}}})
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP llm_probe_rate_limit_limit Last x-ratelimit-limit-{requests,tokens} the target sent.
+# TYPE llm_probe_rate_limit_limit gauge
+llm_probe_rate_limit_limit{resource="requests",target="bad`+"\uFFFD"+`"} 60
+`), "llm_probe_rate_limit_limit"); err != nil {
+		t.Error(err)
+	}
+	m.Remove("bad\xff", "a")
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 0 {
+		t.Errorf("after the last probe's removal: %d series, err %v; want none", n, err)
+	}
+}

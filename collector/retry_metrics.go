@@ -29,19 +29,12 @@ func (s *series) countRetry(reason string) {
 	if i < 0 {
 		i = slices.Index(reasons, probe.RetryOther)
 	}
-	c := s.retries[i].Load()
-	if c == nil {
-		c = s.lateCounter(s.d.retry, "reason", reasons[i])
-		if !s.retries[i].CompareAndSwap(nil, c) {
-			c = s.retries[i].Load()
-		}
-	}
-	c.Inc()
+	s.retries[i].get(func() *counter { return s.lateCounter(s.d.retry, "reason", reasons[i]) }).Inc()
 }
 
 func (s *series) collectRetries(ch chan<- prometheus.Metric) {
 	for i := range s.retries {
-		if c := s.retries[i].Load(); c != nil {
+		if c := s.retries[i].load(); c != nil {
 			ch <- c
 		}
 	}

@@ -37,12 +37,8 @@ func newSchedDescs(base []string) schedDescs {
 	}
 }
 
-func (d *schedDescs) describe(ch chan<- *prometheus.Desc) {
-	ch <- d.burstSpread
-	ch <- d.outMismatch
-	ch <- d.inMismatch
-	ch <- d.scheduled
-	ch <- d.inFlight
+func (d *schedDescs) list() []*prometheus.Desc {
+	return []*prometheus.Desc{d.burstSpread, d.outMismatch, d.inMismatch, d.scheduled, d.inFlight}
 }
 
 // burstSpreadBuckets: goroutines released together start within

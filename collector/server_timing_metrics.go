@@ -2,7 +2,6 @@ package collector
 
 import (
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -87,36 +86,25 @@ func (s *series) observeServerTimings(r *probe.Result, ok bool) {
 			invalid++
 			continue
 		}
-		p := s.serverTimings[i].Load()
-		if p == nil {
-			h := s.histogram("server_timing", serverTimingPhaseBuckets(serverTimingPhases[i]))
-			p = &phaseHistogram{h: h, w: newLabelled(s.d.serverTiming, h, s.labels.with("phase", serverTimingPhases[i]))}
-			if !s.serverTimings[i].CompareAndSwap(nil, p) {
-				p = s.serverTimings[i].Load()
-			}
-		}
+		p := s.serverTimings[i].get(func() *phaseHistogram {
+			return s.newPhaseHistogram(s.d.serverTiming, serverTimingPhases[i], serverTimingPhaseBuckets(serverTimingPhases[i]))
+		})
 		p.h.Observe(st.Duration.Seconds())
 	}
 	if invalid == 0 {
 		return
 	}
-	c := s.serverTimingInvalid.Load()
-	if c == nil {
-		c = s.lateCounter(s.d.serverTimingInvalid)
-		if !s.serverTimingInvalid.CompareAndSwap(nil, c) {
-			c = s.serverTimingInvalid.Load()
-		}
-	}
+	c := s.serverTimingInvalid.get(func() *counter { return s.lateCounter(s.d.serverTimingInvalid) })
 	c.Add(float64(invalid))
 }
 
 func (s *series) collectServerTimings(ch chan<- prometheus.Metric) {
 	for i := range s.serverTimings {
-		if p := s.serverTimings[i].Load(); p != nil {
+		if p := s.serverTimings[i].load(); p != nil {
 			ch <- p.w
 		}
 	}
-	if c := s.serverTimingInvalid.Load(); c != nil {
+	if c := s.serverTimingInvalid.load(); c != nil {
 		ch <- c
 	}
 }
@@ -124,7 +112,7 @@ func (s *series) collectServerTimings(ch chan<- prometheus.Metric) {
 // serverTimingSeries are a series' server-timing metrics, created on
 // first use.
 type serverTimingSeries struct {
-	serverTimings [numServerTimingPhases]atomic.Pointer[phaseHistogram]
+	serverTimings [numServerTimingPhases]lazy[phaseHistogram]
 	// serverTimingInvalid is exported once first incremented.
-	serverTimingInvalid atomic.Pointer[counter]
+	serverTimingInvalid lazy[counter]
 }

@@ -34,10 +34,8 @@ func newServerLoadDescs(base []string) serverLoadDescs {
 	}
 }
 
-func (d serverLoadDescs) describe(ch chan<- *prometheus.Desc) {
-	ch <- d.waiting
-	ch <- d.running
-	ch <- d.kvCache
+func (d serverLoadDescs) list() []*prometheus.Desc {
+	return []*prometheus.Desc{d.waiting, d.running, d.kvCache}
 }
 
 // loadGauge is one of the gauges, exported once it was set.

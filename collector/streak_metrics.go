@@ -33,10 +33,8 @@ func newStreakDescs(base []string) streakDescs {
 	}
 }
 
-func (d *streakDescs) describe(ch chan<- *prometheus.Desc) {
-	ch <- d.consecutive
-	ch <- d.since
-	ch <- d.planned
+func (d *streakDescs) list() []*prometheus.Desc {
+	return []*prometheus.Desc{d.consecutive, d.since, d.planned}
 }
 
 // countsAgainstProbe reports whether a skip with reason is a failure of

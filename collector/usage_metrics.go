@@ -2,7 +2,6 @@ package collector
 
 import (
 	"slices"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -34,20 +33,13 @@ func (s *series) countUsageInvalid(r *probe.Result) {
 		if i < 0 {
 			continue
 		}
-		c := s.usageInvalid[i].Load()
-		if c == nil {
-			c = s.lateCounter(s.d.usageInvalid, "field", fields[i])
-			if !s.usageInvalid[i].CompareAndSwap(nil, c) {
-				c = s.usageInvalid[i].Load()
-			}
-		}
-		c.Inc()
+		s.usageInvalid[i].get(func() *counter { return s.lateCounter(s.d.usageInvalid, "field", fields[i]) }).Inc()
 	}
 }
 
 func (s *series) collectUsageInvalid(ch chan<- prometheus.Metric) {
 	for i := range s.usageInvalid {
-		if c := s.usageInvalid[i].Load(); c != nil {
+		if c := s.usageInvalid[i].load(); c != nil {
 			ch <- c
 		}
 	}
@@ -55,5 +47,5 @@ func (s *series) collectUsageInvalid(ch chan<- prometheus.Metric) {
 
 // usageSeries are a series' usage-invalid counters, created on first use.
 type usageSeries struct {
-	usageInvalid [numUsageFields]atomic.Pointer[counter]
+	usageInvalid [numUsageFields]lazy[counter]
 }
