@@ -140,6 +140,31 @@ func (f *openAIFrontEnd) protocol() string {
 func (s *Server) handleOpenAI(chat bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		fe := &openAIFrontEnd{chat: chat, llamacpp: s.cfg.OpenAIServer == OpenAIServerLlamaCpp}
+		s.serveOpenAIStyle(w, r, openAIStyle{
+			protocol: fe.protocol(), fe: fe, oa: fe,
+			plan: func(id string, body []byte, seq uint64) (*plan, *apiError) {
+				return s.planOpenAI(fe, id, body, r.Header, seq)
+			},
+			bind: func(j *job) { fe.j = j },
+		})
+	}
+}
+
+// openAIStyle is what differs between the routes that share the OpenAI
+// request handling (request id, body limit, ground truth, rate limit):
+// the protocol's name in ground truth, its front end, how a request is
+// planned, and how the front end learns its job.
+type openAIStyle struct {
+	protocol string
+	fe       frontEnd
+	oa       *openAIFrontEnd // error bodies
+	plan     func(id string, body []byte, seq uint64) (*plan, *apiError)
+	bind     func(*job)
+}
+
+func (s *Server) serveOpenAIStyle(w http.ResponseWriter, r *http.Request, st openAIStyle) {
+	{
+		fe := st.oa
 		id, ok := s.requestID(w, r)
 		if !ok {
 			writeBody(w, http.StatusBadRequest, "application/json",
@@ -151,7 +176,7 @@ func (s *Server) handleOpenAI(chat bool) http.HandlerFunc {
 		entry := s.truth.add(RequestRecord{
 			ID:               id,
 			TraceID:          traceIDOf(r.Header.Get(headerTraceParent)),
-			Protocol:         fe.protocol(),
+			Protocol:         st.protocol,
 			Path:             r.URL.Path,
 			ReceivedUnixNano: received.UnixNano(),
 			Faults:           []string{},
@@ -176,7 +201,7 @@ func (s *Server) handleOpenAI(chat bool) http.HandlerFunc {
 			return
 		}
 		seq := s.seq.Add(1)
-		p, apiErr := s.planOpenAI(fe, id, body, r.Header, seq)
+		p, apiErr := st.plan(id, body, seq)
 		if apiErr == nil {
 			apiErr = s.rateLimit(w, entry, p)
 		}
@@ -192,8 +217,8 @@ func (s *Server) handleOpenAI(chat bool) http.HandlerFunc {
 			rec.PlannedOutputTokens = p.outputTokens
 			rec.Faults = p.faults.strings()
 		})
-		j := &job{s: s, w: w, rc: http.NewResponseController(w), fe: fe, entry: entry, p: p, received: received, fired: map[string]bool{}}
-		fe.j = j
+		j := &job{s: s, w: w, rc: http.NewResponseController(w), fe: st.fe, entry: entry, p: p, received: received, fired: map[string]bool{}}
+		st.bind(j)
 		j.run(r.Context())
 	}
 }
