@@ -52,13 +52,13 @@ func (d *responsesDriver) Probe(ctx context.Context, req *Request) *Result {
 // stop, ignore_eos or min_tokens, and OpenAI refuses unknown parameters,
 // so those request settings are left out; a server that takes them
 // (vLLM's extensions) gets them through the target's extra body fields.
-// store is false: a probe's answers need not be kept by the server.
+// store is left to the server's default: previous_response_id (extra
+// body fields) needs the previous answer stored.
 type responsesRequestBody struct {
 	Input           any      `json:"input"`
 	Instructions    string   `json:"instructions,omitempty"`
 	MaxOutputTokens int      `json:"max_output_tokens,omitempty"`
 	Model           string   `json:"model,omitempty"`
-	Store           bool     `json:"store"`
 	Stream          bool     `json:"stream"`
 	Temperature     *float64 `json:"temperature,omitempty"`
 	TopP            *float64 `json:"top_p,omitempty"`
