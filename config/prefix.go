@@ -2,7 +2,6 @@ package config
 
 import (
 	"slices"
-	"strings"
 
 	"github.com/llm-prober/llm-prober/probe"
 )
@@ -33,10 +32,10 @@ const (
 )
 
 // sessionProtocols keep the answer's text and take a conversation.
-var sessionProtocols = []string{probe.ProtocolOpenAIChat, probe.ProtocolOllama}
+var sessionProtocols = []string{probe.ProtocolOpenAIChat, probe.ProtocolOpenAIResponses, probe.ProtocolOllama}
 
 // prefixProtocols take a system prompt or a prompt to prefix and stream.
-var prefixProtocols = []string{probe.ProtocolOpenAIChat, probe.ProtocolOpenAICompletions, probe.ProtocolTGI, probe.ProtocolOllama}
+var prefixProtocols = []string{probe.ProtocolOpenAIChat, probe.ProtocolOpenAICompletions, probe.ProtocolOpenAIResponses, probe.ProtocolTGI, probe.ProtocolOllama}
 
 // Sequence reports whether the probe sends several requests per run
 // (session or shared_prefix).
@@ -65,7 +64,7 @@ func (p *Probe) validateSequence(d *decoder, path, protocol string) {
 			d.at(sp, "session and shared_prefix are different probes; set one of them")
 		}
 		if !slices.Contains(sessionProtocols, protocol) {
-			d.at(sp, "a session resends each answer, which the prober keeps for %s only, not %s", strings.Join(sessionProtocols, " and "), protocol)
+			d.at(sp, "a session resends each answer, which the prober keeps for %s only, not %s", joinAnd(sessionProtocols), protocol)
 		}
 		if s.Turns < minSessionTurns || s.Turns > maxSessionTurns {
 			d.at(sp+".turns", "want %d to %d turns, got %d", minSessionTurns, maxSessionTurns, s.Turns)

@@ -48,17 +48,20 @@ func (d *responsesDriver) Probe(ctx context.Context, req *Request) *Result {
 // responsesRequestBody is the request, fields in encoding/json's map key
 // order so that it and the Extra path (a map) give the same bytes.
 //
-// Only the fields the Responses API defines are sent: it has no seed,
-// stop, ignore_eos or min_tokens, and OpenAI refuses unknown parameters,
-// so those request settings are left out; a server that takes them
-// (vLLM's extensions) gets them through the target's extra body fields.
-// store is left to the server's default: previous_response_id (extra
-// body fields) needs the previous answer stored.
+// The sampling settings are chat's (openai.go): seed, stop, ignore_eos
+// and min_tokens are sent only when set, as chat sends them; the
+// Responses API itself has none of them (vLLM takes its extensions on
+// this route too), and an extra entry with a null value removes one for a
+// server that refuses it. store is left to the server's default.
 type responsesRequestBody struct {
+	IgnoreEOS       bool     `json:"ignore_eos,omitempty"`
 	Input           any      `json:"input"`
 	Instructions    string   `json:"instructions,omitempty"`
 	MaxOutputTokens int      `json:"max_output_tokens,omitempty"`
+	MinTokens       int      `json:"min_tokens,omitempty"`
 	Model           string   `json:"model,omitempty"`
+	Seed            *int64   `json:"seed,omitempty"`
+	Stop            []string `json:"stop,omitempty"`
 	Stream          bool     `json:"stream"`
 	Temperature     *float64 `json:"temperature,omitempty"`
 	TopP            *float64 `json:"top_p,omitempty"`
@@ -76,9 +79,15 @@ func (d *responsesDriver) fields(req *Request) *responsesRequestBody {
 		Stream:      req.Stream,
 		Temperature: req.Temperature,
 		TopP:        req.TopP,
+		Seed:        req.Seed,
+		Stop:        req.Stop,
+		IgnoreEOS:   req.IgnoreEOS,
 	}
 	if req.MaxTokens > 0 {
 		b.MaxOutputTokens = req.MaxTokens
+	}
+	if req.MinTokens > 0 {
+		b.MinTokens = req.MinTokens
 	}
 	if len(req.Messages) == 0 {
 		b.Input = req.Prompt

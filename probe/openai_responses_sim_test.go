@@ -221,9 +221,9 @@ func TestResponsesFaultsAgainstSimulator(t *testing.T) {
 			defer d.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			// ignore_eos (an extra field, as vLLM takes it) makes the
-			// answer run to max_output_tokens: response.incomplete.
-			res := d.Probe(ctx, &probe.Request{Prompt: "Go on.", MaxTokens: 8, Stream: c.stream, Extra: map[string]any{"ignore_eos": true}})
+			// ignore_eos (vLLM's extension) makes the answer run to
+			// max_output_tokens: response.incomplete.
+			res := d.Probe(ctx, &probe.Request{Prompt: "Go on.", MaxTokens: 8, Stream: c.stream, IgnoreEOS: true})
 			if res.Outcome != c.want || (c.errWant != "" && (res.Err == nil || !strings.Contains(res.Err.Error(), c.errWant))) {
 				t.Fatalf("outcome %s (%v), want %s with %q", res.Outcome, res.Err, c.want, c.errWant)
 			}

@@ -78,9 +78,9 @@ func TestResponsesStream(t *testing.T) {
 		t.Errorf("path %s", path)
 	}
 	want := map[string]any{"model": "small", "instructions": "Be brief.", "max_output_tokens": float64(8), "stream": true,
-		"input": []any{map[string]any{"role": "user", "content": "hi"}}}
+		"input": []any{map[string]any{"role": "user", "content": "hi"}}, "seed": float64(0)}
 	if fmt.Sprint(body) != fmt.Sprint(want) {
-		t.Errorf("body %v, want %v (no seed: the API has none)", body, want)
+		t.Errorf("body %v, want %v", body, want)
 	}
 }
 
