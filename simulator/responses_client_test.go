@@ -1,4 +1,4 @@
-package probe_test
+package simulator_test
 
 import (
 	"bytes"
@@ -22,6 +22,18 @@ import (
 	"github.com/llm-prober/llm-prober/simulator"
 	"github.com/llm-prober/llm-prober/simulator/simtest"
 )
+
+// fastSim starts a simulator with a fast, jitter-free latency model.
+func fastSim(t *testing.T, mod func(*simulator.Config)) (*simtest.Sim, simulator.Config) {
+	t.Helper()
+	cfg := simulator.DefaultConfig()
+	cfg.Latency.TTFTBase, cfg.Latency.DecodeBase, cfg.Latency.PrefillPerToken = 2*time.Millisecond, 500*time.Microsecond, 0
+	cfg.Latency.Jitter = 0
+	if mod != nil {
+		mod(&cfg)
+	}
+	return simtest.Start(t, cfg), cfg
+}
 
 // teeProxy forwards to target and keeps a copy of every answer's body,
 // so a test can decode what the probe read with another client.
