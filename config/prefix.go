@@ -12,6 +12,10 @@ import (
 // (docs/configuration.md#session).
 type Session struct {
 	Turns int `yaml:"turns"`
+	// PreviousResponseID (openai_responses only) sends turn i as its new
+	// user message alone, chained to turn i−1 by previous_response_id,
+	// so the server keeps the conversation (it must store responses).
+	PreviousResponseID bool `yaml:"previous_response_id"`
 }
 
 // SharedPrefix makes each of a probe's scheduled runs a group of Requests
@@ -65,6 +69,9 @@ func (p *Probe) validateSequence(d *decoder, path, protocol string) {
 		}
 		if !slices.Contains(sessionProtocols, protocol) {
 			d.at(sp, "a session resends each answer, which the prober keeps for %s only, not %s", joinAnd(sessionProtocols), protocol)
+		}
+		if s.PreviousResponseID && protocol != probe.ProtocolOpenAIResponses {
+			d.at(sp+".previous_response_id", "chaining turns by previous_response_id is the Responses API's, not %s; use protocol %s or remove it", protocol, probe.ProtocolOpenAIResponses)
 		}
 		if s.Turns < minSessionTurns || s.Turns > maxSessionTurns {
 			d.at(sp+".turns", "want %d to %d turns, got %d", minSessionTurns, maxSessionTurns, s.Turns)

@@ -159,6 +159,7 @@ type respEvent struct {
 // respObject is the Response object: a terminal event's, or a whole
 // non-streamed answer.
 type respObject struct {
+	ID                string          `json:"id"`
 	Status            string          `json:"status"`
 	Error             *respError      `json:"error"`
 	IncompleteDetails *respIncomplete `json:"incomplete_details"`
@@ -329,6 +330,9 @@ func (d *responsesDriver) onEvent(sev *sseEvent, r *Result, st *respStream, ev *
 			return fail(OutcomeProtocolError, errors.New("a second response.created"))
 		}
 		st.created = true
+		if ev.Response != nil {
+			r.ResponseID = responseID(ev.Response.ID)
+		}
 		return false
 	}
 	if !st.created {
@@ -362,6 +366,23 @@ func (d *responsesDriver) onEvent(sev *sseEvent, r *Result, st *respStream, ev *
 		return r.stopOnChunkError(sev.At, err)
 	}
 	return false
+}
+
+// maxResponseID bounds the response id kept: OpenAI's are about 50
+// characters; an id that is longer or not printable ASCII is not kept,
+// so a later request never carries what a hostile server made up.
+const maxResponseID = 256
+
+func responseID(id string) string {
+	if len(id) > maxResponseID {
+		return ""
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return ""
+		}
+	}
+	return id
 }
 
 // respOutputEvent reports whether events of type typ carry output: the
@@ -513,6 +534,7 @@ func (d *responsesDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
 		return
 	}
 	r.Outcome, r.Err = o.settle(o.Status, r)
+	r.ResponseID = responseID(o.ID)
 	if o.Usage != nil {
 		o.Usage.apply(r)
 	}

@@ -70,8 +70,8 @@ func TestResponsesStream(t *testing.T) {
 	if !r.Reasoning.Seen || r.Reasoning.FirstReasoning != r.TTFT || r.Reasoning.FirstAnswer != r.Chunks[1].At {
 		t.Errorf("reasoning %+v", r.Reasoning)
 	}
-	if r.Answer != "Hello" || r.FinishReason != "stop" {
-		t.Errorf("answer %q, finish %q", r.Answer, r.FinishReason)
+	if r.Answer != "Hello" || r.FinishReason != "stop" || r.ResponseID != "resp_1" {
+		t.Errorf("answer %q, finish %q, response id %q", r.Answer, r.FinishReason, r.ResponseID)
 	}
 	_, body, path := rec.get()
 	if path != "/v1/responses" {
@@ -81,6 +81,15 @@ func TestResponsesStream(t *testing.T) {
 		"input": []any{map[string]any{"role": "user", "content": "hi"}}, "seed": float64(0)}
 	if fmt.Sprint(body) != fmt.Sprint(want) {
 		t.Errorf("body %v, want %v", body, want)
+	}
+}
+
+func TestResponseIDKeptOnlyWhenPlain(t *testing.T) {
+	for id, want := range map[string]string{"resp_abc-1": "resp_abc-1", "": "", "a b": "", "é": "", "x\n": "",
+		strings.Repeat("r", maxResponseID): strings.Repeat("r", maxResponseID), strings.Repeat("r", maxResponseID+1): ""} {
+		if got := responseID(id); got != want {
+			t.Errorf("responseID(%q) = %q, want %q", id, got, want)
+		}
 	}
 }
 
