@@ -344,10 +344,11 @@ func (d *responsesDriver) onEvent(sev *sseEvent, r *Result, st *respStream, ev *
 	if respTerminal(typ) {
 		return d.terminal(typ, ev.Response, r, st, sev.At)
 	}
-	if !respOutputEvent(typ) || !presentValue(ev.Delta) {
-		return false
+	delta := bytes.TrimSpace(ev.Delta)
+	if !respOutputEvent(typ) || len(delta) == 0 || !presentValue(delta) {
+		return false // no delta, or an empty one: no output
 	}
-	if bytes.TrimSpace(ev.Delta)[0] != '"' {
+	if delta[0] != '"' {
 		return fail(OutcomeProtocolError, fmt.Errorf("%s delta is not a string: %s", st.last, sanitize(data)))
 	}
 	since := sev.At.Sub(r.Start)

@@ -52,8 +52,10 @@ func TestResponsesStream(t *testing.T) {
 		respEv("response.some_future_event", 6, `"whatever":{"a":[1]}`),
 		respDelta("response.output_text.delta", 7, "lo"),
 		respDelta("response.output_text.delta", 8, ""), // carries nothing
-		respEv("response.output_text.done", 9, `"item_id":"msg_1","output_index":0,"content_index":0,"text":"Hello"`),
-		respEv("response.completed", 10, respObj("completed", usageJSON)),
+		respEv("response.output_text.delta", 9, `"item_id":"msg_1"`), // no delta at all
+		respEv("response.function_call_arguments.delta", 9, `"delta":null`),
+		respEv("response.output_text.done", 10, `"item_id":"msg_1","output_index":0,"content_index":0,"text":"Hello"`),
+		respEv("response.completed", 11, respObj("completed", usageJSON)),
 	)...)))
 	d, _ := newDriver(t, ProtocolOpenAIResponses, ts.URL, nil)
 	req := &Request{Messages: []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "hi"}},
@@ -234,7 +236,8 @@ func FuzzResponsesStream(f *testing.F) {
 		`{"type":"response.incomplete","response":{"incomplete_details":{"reason":"max_output_tokens"}}}`,
 		`{"type":"response.failed","response":{"error":{"code":429,"message":"x"}}}`,
 		`{"type":"error","code":"server_error","message":"m"}`, `{"error":{"code":500}}`,
-		`{"type":"response.function_call_arguments.delta","delta":{"a":1}}`, "[DONE]", "[[[[", "\xff", "",
+		`{"type":"response.function_call_arguments.delta","delta":{"a":1}}`, `{"type":"response.output_text.delta"}`,
+		`{"type":"response.refusal.delta","delta":" "}`, "[DONE]", "[[[[", "\xff", "",
 	} {
 		f.Add([]byte(s), "")
 		f.Add([]byte(s), "error")
