@@ -271,7 +271,7 @@ func (st *respStream) drain(ex *exchange, sr *sseReader, r *Result) {
 // lacked.
 func (st *respStream) unended(r *Result) error {
 	if !st.created {
-		return fmt.Errorf("stream ended before response.created (no Responses API event arrived; is %s a Responses API endpoint?)", "/v1/responses")
+		return errors.New("stream ended before response.created: no Responses API event arrived (does the server serve /v1/responses?)")
 	}
 	return fmt.Errorf("stream ended without response.completed after %d output deltas (last event %s)", len(r.Chunks), st.last)
 }

@@ -51,7 +51,7 @@ func TestResponsesStream(t *testing.T) {
 		respDelta("response.output_text.delta", 5, "Hel"),
 		respEv("response.some_future_event", 6, `"whatever":{"a":[1]}`),
 		respDelta("response.output_text.delta", 7, "lo"),
-		respDelta("response.output_text.delta", 8, ""), // carries nothing
+		respDelta("response.output_text.delta", 8, ""),               // carries nothing
 		respEv("response.output_text.delta", 9, `"item_id":"msg_1"`), // no delta at all
 		respEv("response.function_call_arguments.delta", 9, `"delta":null`),
 		respEv("response.output_text.done", 10, `"item_id":"msg_1","output_index":0,"content_index":0,"text":"Hello"`),
