@@ -47,7 +47,7 @@ func TestResponsesRequestErrors(t *testing.T) {
 func TestResponsesStreamShape(t *testing.T) {
 	ts := startServer(t, fastConfig())
 	resp := ts.post(t, "/v1/responses", map[string]any{
-		"input": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_text", "text": "hello there"}}}},
+		"input":        []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_text", "text": "hello there"}}}},
 		"instructions": "Be brief.", "max_output_tokens": 5, "stream": true, "ignore_eos": true,
 	}, "X-Request-Id", "resp-shape", HeaderOptions, "reasoning_tokens=2")
 	defer resp.Body.Close()

@@ -26,20 +26,21 @@ import (
 
 // Server is one simulated inference server.
 type Server struct {
-	cfg    Config
-	logger *slog.Logger
-	engine *engine
-	model  *modelResidency
-	truth  *truthStore
-	limits *rateLimiter // nil without rate_limit
-	prefix *prefixCache
+	cfg     Config
+	logger  *slog.Logger
+	engine  *engine
+	model   *modelResidency
+	truth   *truthStore
+	limits  *rateLimiter // nil without rate_limit
+	prefix  *prefixCache
+	metrics *serverMetrics
+	reg     *prometheus.Registry
+	handler http.Handler
+	started time.Time
+
 	// responses are the stored answers of /v1/responses, for
 	// previous_response_id.
 	responses *responseStore
-	metrics   *serverMetrics
-	reg       *prometheus.Registry
-	handler   http.Handler
-	started   time.Time
 
 	// served is the model list, changeable at run time (SetModels);
 	// listFault makes the list endpoints misbehave (SetModelListFault).
@@ -66,16 +67,16 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	}
 	cfg.ServedModelNames = append([]string(nil), cfg.ServedModelNames...)
 	s := &Server{
-		cfg:       cfg,
-		logger:    logger,
-		engine:    newEngine(cfg.Latency, cfg.Scheduler),
-		model:     newModelResidency(cfg.Faults),
-		truth:     newTruthStore(cfg.GroundTruth),
-		prefix:    newPrefixCache(cfg.PrefixCache),
-		responses: newResponseStore(),
-		reg:       prometheus.NewRegistry(),
-		started:   time.Now(),
+		cfg:     cfg,
+		logger:  logger,
+		engine:  newEngine(cfg.Latency, cfg.Scheduler),
+		model:   newModelResidency(cfg.Faults),
+		truth:   newTruthStore(cfg.GroundTruth),
+		prefix:  newPrefixCache(cfg.PrefixCache),
+		reg:     prometheus.NewRegistry(),
+		started: time.Now(),
 	}
+	s.responses = newResponseStore()
 	s.initModels()
 	s.metrics = newServerMetrics(s.reg, s.engine, cfg.ServedModelNames[0], cfg.MaxModelLen, cfg.Metrics)
 	if cfg.RateLimit.enabled() {
