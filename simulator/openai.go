@@ -138,87 +138,93 @@ func (f *openAIFrontEnd) protocol() string {
 
 // handleOpenAI serves /v1/chat/completions (chat) or /v1/completions.
 func (s *Server) handleOpenAI(chat bool) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return s.serveOpenAIStyle(func() openAIStyle {
 		fe := &openAIFrontEnd{chat: chat, llamacpp: s.cfg.OpenAIServer == OpenAIServerLlamaCpp}
-		s.serveOpenAIStyle(w, r, openAIStyle{
+		return openAIStyle{
 			protocol: fe.protocol(), fe: fe, oa: fe,
-			plan: func(id string, body []byte, seq uint64) (*plan, *apiError) {
-				return s.planOpenAI(fe, id, body, r.Header, seq)
+			plan: func(id string, body []byte, h http.Header, seq uint64) (*plan, *apiError) {
+				return s.planOpenAI(fe, id, body, h, seq)
 			},
 			bind: func(j *job) { fe.j = j },
-		})
-	}
+		}
+	})
 }
 
 // openAIStyle is what differs between the routes that share the OpenAI
 // request handling (request id, body limit, ground truth, rate limit):
 // the protocol's name in ground truth, its front end, how a request is
-// planned, and how the front end learns its job.
+// planned, and how the front end learns its job. One is made per request,
+// as front ends keep the request's state.
 type openAIStyle struct {
 	protocol string
 	fe       frontEnd
 	oa       *openAIFrontEnd // error bodies
-	plan     func(id string, body []byte, seq uint64) (*plan, *apiError)
+	plan     func(id string, body []byte, h http.Header, seq uint64) (*plan, *apiError)
 	bind     func(*job)
 }
 
-func (s *Server) serveOpenAIStyle(w http.ResponseWriter, r *http.Request, st openAIStyle) {
-	fe := st.oa
-	id, ok := s.requestID(w, r)
-	if !ok {
-		writeBody(w, http.StatusBadRequest, "application/json",
-			fe.errorBody(http.StatusBadRequest, HeaderRequestID+" must be 1..128 printable ASCII characters"))
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBodyBytes))
-	received := time.Now()
-	entry := s.truth.add(RequestRecord{
-		ID:               id,
-		TraceID:          traceIDOf(r.Header.Get(headerTraceParent)),
-		Protocol:         st.protocol,
-		Path:             r.URL.Path,
-		ReceivedUnixNano: received.UnixNano(),
-		Faults:           []string{},
-		Chunks:           []ChunkRecord{},
-	})
-	fail := func(e *apiError) {
-		writeBody(w, e.status, "application/json", fe.apiErrorBody(e))
-		entry.update(func(rec *RequestRecord) {
-			rec.Status = e.status
-			rec.Error = e.msg
-		})
-		entry.finish(outcomeHTTPError)
-		s.logger.Debug("rejected request", "request_id", id, "status", e.status, "err", e.msg)
-	}
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			fail(&apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body larger than %d bytes", mbe.Limit)})
+// serveOpenAIStyle is the handler of an OpenAI-style route; newStyle
+// makes each request's front end.
+func (s *Server) serveOpenAIStyle(newStyle func() openAIStyle) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		st := newStyle()
+		fe := st.oa
+		id, ok := s.requestID(w, r)
+		if !ok {
+			writeBody(w, http.StatusBadRequest, "application/json",
+				fe.errorBody(http.StatusBadRequest, HeaderRequestID+" must be 1..128 printable ASCII characters"))
 			return
 		}
-		fail(badRequest("reading request body: %v", err))
-		return
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBodyBytes))
+		received := time.Now()
+		entry := s.truth.add(RequestRecord{
+			ID:               id,
+			TraceID:          traceIDOf(r.Header.Get(headerTraceParent)),
+			Protocol:         st.protocol,
+			Path:             r.URL.Path,
+			ReceivedUnixNano: received.UnixNano(),
+			Faults:           []string{},
+			Chunks:           []ChunkRecord{},
+		})
+		fail := func(e *apiError) {
+			writeBody(w, e.status, "application/json", fe.apiErrorBody(e))
+			entry.update(func(rec *RequestRecord) {
+				rec.Status = e.status
+				rec.Error = e.msg
+			})
+			entry.finish(outcomeHTTPError)
+			s.logger.Debug("rejected request", "request_id", id, "status", e.status, "err", e.msg)
+		}
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				fail(&apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("request body larger than %d bytes", mbe.Limit)})
+				return
+			}
+			fail(badRequest("reading request body: %v", err))
+			return
+		}
+		seq := s.seq.Add(1)
+		p, apiErr := st.plan(id, body, r.Header, seq)
+		if apiErr == nil {
+			apiErr = s.rateLimit(w, entry, p)
+		}
+		if apiErr != nil {
+			fail(apiErr)
+			return
+		}
+		entry.update(func(rec *RequestRecord) {
+			rec.Model = p.model
+			rec.Stream = p.stream
+			rec.PromptTokens = p.promptTokens
+			rec.MaxTokens = p.maxTokens
+			rec.PlannedOutputTokens = p.outputTokens
+			rec.Faults = p.faults.strings()
+		})
+		j := &job{s: s, w: w, rc: http.NewResponseController(w), fe: st.fe, entry: entry, p: p, received: received, fired: map[string]bool{}}
+		st.bind(j)
+		j.run(r.Context())
 	}
-	seq := s.seq.Add(1)
-	p, apiErr := st.plan(id, body, seq)
-	if apiErr == nil {
-		apiErr = s.rateLimit(w, entry, p)
-	}
-	if apiErr != nil {
-		fail(apiErr)
-		return
-	}
-	entry.update(func(rec *RequestRecord) {
-		rec.Model = p.model
-		rec.Stream = p.stream
-		rec.PromptTokens = p.promptTokens
-		rec.MaxTokens = p.maxTokens
-		rec.PlannedOutputTokens = p.outputTokens
-		rec.Faults = p.faults.strings()
-	})
-	j := &job{s: s, w: w, rc: http.NewResponseController(w), fe: st.fe, entry: entry, p: p, received: received, fired: map[string]bool{}}
-	st.bind(j)
-	j.run(r.Context())
 }
 
 // planOpenAI validates the request like vLLM and decides its answer.

@@ -94,15 +94,17 @@ type responsesFrontEnd struct {
 }
 
 // handleResponses serves POST /v1/responses.
-func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
-	oa := &openAIFrontEnd{chat: true}
-	fe := &responsesFrontEnd{s: s, oa: oa, store: true}
-	s.serveOpenAIStyle(w, r, openAIStyle{
-		protocol: "openai_responses", fe: fe, oa: oa,
-		plan: func(id string, body []byte, seq uint64) (*plan, *apiError) {
-			return s.planResponses(fe, id, body, r.Header, seq)
-		},
-		bind: func(j *job) { oa.j = j },
+func (s *Server) handleResponses() http.HandlerFunc {
+	return s.serveOpenAIStyle(func() openAIStyle {
+		oa := &openAIFrontEnd{chat: true}
+		fe := &responsesFrontEnd{s: s, oa: oa, store: true}
+		return openAIStyle{
+			protocol: "openai_responses", fe: fe, oa: oa,
+			plan: func(id string, body []byte, h http.Header, seq uint64) (*plan, *apiError) {
+				return s.planResponses(fe, id, body, h, seq)
+			},
+			bind: func(j *job) { oa.j = j },
+		}
 	})
 }
 

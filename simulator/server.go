@@ -86,7 +86,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.handleOpenAI(true))
 	mux.HandleFunc("POST /v1/completions", s.handleOpenAI(false))
-	mux.HandleFunc("POST /v1/responses", s.handleResponses)
+	mux.HandleFunc("POST /v1/responses", s.handleResponses())
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	// TGI's native API (simulator/tgi.go).
