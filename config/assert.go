@@ -23,7 +23,7 @@ type Assert struct {
 }
 
 // assertProtocols are the protocols whose drivers keep the answer's text.
-var assertProtocols = []string{probe.ProtocolOpenAIChat, probe.ProtocolOpenAICompletions, probe.ProtocolTGI, probe.ProtocolOllama}
+var assertProtocols = []string{probe.ProtocolOpenAIChat, probe.ProtocolOpenAICompletions, probe.ProtocolOpenAIResponses, probe.ProtocolTGI, probe.ProtocolOllama}
 
 // Assertions are the probe's compiled checks; nil without assert:.
 func (p *Probe) Assertions() probe.Assertions { return p.assertions }

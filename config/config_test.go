@@ -55,7 +55,7 @@ func TestBadConfigs(t *testing.T) {
 
 func TestErrorsCarryLineAndColumn(t *testing.T) {
 	_, err := Load("testdata/bad/unknown-protocol.yml")
-	want := `testdata/bad/unknown-protocol.yml:13:5: targets[2].protocol: unknown protocol "openia_chat"; want one of openai_chat, openai_completions, tgi, ollama, triton_generate, triton_grpc, openai_embeddings, ollama_embed, tei_embed, openai_rerank, tei_rerank`
+	want := `testdata/bad/unknown-protocol.yml:13:5: targets[2].protocol: unknown protocol "openia_chat"; want one of openai_chat, openai_completions, openai_responses, tgi, ollama, triton_generate, triton_grpc, openai_embeddings, ollama_embed, tei_embed, openai_rerank, tei_rerank`
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v\nwant %s", err, want)
 	}

@@ -2,7 +2,6 @@ package config
 
 import (
 	"slices"
-	"strings"
 
 	"github.com/llm-prober/llm-prober/probe"
 )
@@ -13,6 +12,10 @@ import (
 // (docs/configuration.md#session).
 type Session struct {
 	Turns int `yaml:"turns"`
+	// PreviousResponseID (openai_responses only) sends turn i as its new
+	// user message alone, chained to turn i−1 by previous_response_id,
+	// so the server keeps the conversation (it must store responses).
+	PreviousResponseID bool `yaml:"previous_response_id"`
 }
 
 // SharedPrefix makes each of a probe's scheduled runs a group of Requests
@@ -33,10 +36,10 @@ const (
 )
 
 // sessionProtocols keep the answer's text and take a conversation.
-var sessionProtocols = []string{probe.ProtocolOpenAIChat, probe.ProtocolOllama}
+var sessionProtocols = []string{probe.ProtocolOpenAIChat, probe.ProtocolOpenAIResponses, probe.ProtocolOllama}
 
 // prefixProtocols take a system prompt or a prompt to prefix and stream.
-var prefixProtocols = []string{probe.ProtocolOpenAIChat, probe.ProtocolOpenAICompletions, probe.ProtocolTGI, probe.ProtocolOllama}
+var prefixProtocols = []string{probe.ProtocolOpenAIChat, probe.ProtocolOpenAICompletions, probe.ProtocolOpenAIResponses, probe.ProtocolTGI, probe.ProtocolOllama}
 
 // Sequence reports whether the probe sends several requests per run
 // (session or shared_prefix).
@@ -65,7 +68,10 @@ func (p *Probe) validateSequence(d *decoder, path, protocol string) {
 			d.at(sp, "session and shared_prefix are different probes; set one of them")
 		}
 		if !slices.Contains(sessionProtocols, protocol) {
-			d.at(sp, "a session resends each answer, which the prober keeps for %s only, not %s", strings.Join(sessionProtocols, " and "), protocol)
+			d.at(sp, "a session resends each answer, which the prober keeps for %s only, not %s", joinAnd(sessionProtocols), protocol)
+		}
+		if s.PreviousResponseID && protocol != probe.ProtocolOpenAIResponses {
+			d.at(sp+".previous_response_id", "chaining turns by previous_response_id is the Responses API's, not %s; use protocol %s or remove it", protocol, probe.ProtocolOpenAIResponses)
 		}
 		if s.Turns < minSessionTurns || s.Turns > maxSessionTurns {
 			d.at(sp+".turns", "want %d to %d turns, got %d", minSessionTurns, maxSessionTurns, s.Turns)

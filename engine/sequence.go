@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -45,6 +46,9 @@ type SequenceRun struct {
 	i int
 	// conv is a session's conversation so far, the last answer included.
 	conv []probe.Message
+	// responseID is the last turn's ResponseID when the session chains
+	// turns by previous_response_id.
+	responseID string
 	// prefix is a shared_prefix run's system prompt.
 	prefix  string
 	stopped bool
@@ -90,6 +94,16 @@ func (s *SequenceRun) Next(ctx context.Context, release <-chan struct{}, at time
 			msgs = msgs[1:]
 		}
 		req.Messages = append(slices.Clip(s.conv), msgs...)
+		if s.responseID != "" {
+			// Chained (session.previous_response_id): the server
+			// holds the conversation; only the new message goes.
+			req.Messages = msgs
+			req.Extra = maps.Clone(req.Extra)
+			if req.Extra == nil {
+				req.Extra = map[string]any{}
+			}
+			req.Extra["previous_response_id"] = s.responseID
+		}
 		req.Prompt, req.Bodies = "", nil
 		req.CaptureAnswer = true
 		draw.InputTokens = 0 // the conversation grows; no target length
@@ -123,7 +137,19 @@ func (s *SequenceRun) Next(ctx context.Context, release <-chan struct{}, at time
 		if res.Outcome != probe.OutcomeSuccess || res.AnswerTruncated {
 			s.stopped = true
 		} else {
-			s.conv = append(slices.Clip(req.Messages), probe.Message{Role: "assistant", Content: res.Answer})
+			if s.responseID != "" {
+				// What was sent is this turn alone; the conversation
+				// is the one kept here.
+				s.conv = append(slices.Clip(s.conv), req.Messages...)
+			} else {
+				s.conv = slices.Clip(req.Messages)
+			}
+			s.conv = append(s.conv, probe.Message{Role: "assistant", Content: res.Answer})
+			if p.Session.PreviousResponseID {
+				// Without an id (the server named none) the next
+				// turn resends the conversation instead.
+				s.responseID = res.ResponseID
+			}
 		}
 		if len(p.Assert) == 0 {
 			// Kept for the next turn only, as a probe without assertions

@@ -134,12 +134,16 @@ workloads:
 // first is served the previous turn's full blocks from cache.
 func TestSessionTurns(t *testing.T) {
 	sim := prefixSim(t, true)
-	for _, proto := range []string{"openai_chat", "ollama"} {
-		t.Run(proto, func(t *testing.T) { testSessionTurns(t, sim, proto) })
+	for _, proto := range []string{"openai_chat", "openai_responses", "ollama"} {
+		t.Run(proto, func(t *testing.T) { testSessionTurns(t, sim, proto, false) })
 	}
+	t.Run("openai_responses chained", func(t *testing.T) { testSessionTurns(t, sim, "openai_responses", true) })
 }
 
-func testSessionTurns(t *testing.T, sim *simtest.Sim, proto string) {
+// testSessionTurns runs a 3-turn session; chained, turns after the first
+// send their user message alone with previous_response_id, and the
+// simulator counts the same prompt as for a resent conversation.
+func testSessionTurns(t *testing.T, sim *simtest.Sim, proto string, chained bool) {
 	cfg := parseConfig(t, fmt.Sprintf(`targets:
   - name: sim
     protocol: %s
@@ -149,13 +153,13 @@ func testSessionTurns(t *testing.T, sim *simtest.Sim, proto string) {
       - name: chat
         workload: turns
         schedule: {every: 1m}
-        session: {turns: 3}
+        session: {turns: 3, previous_response_id: %t}
 workloads:
   turns:
     prompts: {system: "You answer briefly.", inline: ["tell me about latency and how prefill time grows with the length of the prompt"]}
     max_tokens: 24
     ignore_eos: true
-`, proto, sim.URL))
+`, proto, sim.URL, chained))
 	steps := runSequence(t, cfg, "sim", "chat")
 	var truths []simulator.RequestRecord
 	for i, st := range steps {
@@ -170,9 +174,24 @@ workloads:
 	if len(steps) != 3 {
 		t.Fatalf("%d turns, want 3", len(steps))
 	}
+	// Ground truth: each prompt = the previous prompt + its answer + the
+	// new user message.
 	const user = 15 // words of the user message
 	for i := 1; i < 3; i++ {
 		msgs := steps[i].Request().Messages
+		if chained {
+			prev := steps[i].Request().Extra["previous_response_id"]
+			if len(msgs) != 1 || msgs[0].Role != "user" || prev != "resp_"+steps[i-1].Result.RequestID {
+				t.Errorf("turn %d sent %v with previous_response_id %v", i+1, msgs, prev)
+			}
+		}
+		if want := truths[i-1].PromptTokens + truths[i-1].OutputTokens + user; truths[i].PromptTokens != want {
+			t.Errorf("turn %d: simulator counted %d prompt tokens, want %d (turn %d's %d + answer %d + user %d)",
+				i+1, truths[i].PromptTokens, want, i, truths[i-1].PromptTokens, truths[i-1].OutputTokens, user)
+		}
+		if chained {
+			continue
+		}
 		roles := make([]string, len(msgs))
 		for j, m := range msgs {
 			roles[j] = m.Role
@@ -182,11 +201,6 @@ workloads:
 		}
 		if got := len(strings.Fields(msgs[len(msgs)-2].Content)); got != truths[i-1].OutputTokens {
 			t.Errorf("turn %d resends an answer of %d words; turn %d's was %d tokens", i+1, got, i, truths[i-1].OutputTokens)
-		}
-		// Ground truth: this prompt = the previous prompt + its answer + the new user message.
-		if want := truths[i-1].PromptTokens + truths[i-1].OutputTokens + user; truths[i].PromptTokens != want {
-			t.Errorf("turn %d: simulator counted %d prompt tokens, want %d (turn %d's %d + answer %d + user %d)",
-				i+1, truths[i].PromptTokens, want, i, truths[i-1].PromptTokens, truths[i-1].OutputTokens, user)
 		}
 		if want := truths[i-1].PromptTokens / 16 * 16; truths[i].CachedPromptTokens < want {
 			t.Errorf("turn %d: %d cached tokens, want at least the previous prompt's full blocks (%d)", i+1, truths[i].CachedPromptTokens, want)

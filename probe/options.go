@@ -35,6 +35,7 @@ const (
 	ProtocolOllama            = "ollama"
 	ProtocolTritonGenerate    = "triton_generate"
 	ProtocolTritonGRPC        = "triton_grpc"
+	ProtocolOpenAIResponses   = "openai_responses"
 )
 
 // TargetOptions is everything a driver needs to know about one target.

@@ -79,6 +79,8 @@ var protocols = []Protocol{
 		Outcomes: httpOutcomes, newDriver: newOpenAIChatDriver},
 	{Name: ProtocolOpenAICompletions, Server: "the OpenAI-compatible server", Endpoint: EndpointURL, Streams: true, DefaultPort: 8000,
 		Outcomes: httpOutcomes, newDriver: newOpenAICompletionsDriver},
+	{Name: ProtocolOpenAIResponses, Server: "the OpenAI Responses API server", Endpoint: EndpointURL, Streams: true, DefaultPort: 8000,
+		Outcomes: httpOutcomes, newDriver: newOpenAIResponsesDriver},
 	{Name: ProtocolTGI, Server: "TGI", Endpoint: EndpointURL, Streams: true, DefaultPort: 8080,
 		Outcomes: httpOutcomes, newDriver: newTGIDriver},
 	{Name: ProtocolOllama, Server: "Ollama", Endpoint: EndpointURL, Streams: true, DefaultPort: 11434,

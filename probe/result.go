@@ -213,6 +213,11 @@ type Result struct {
 	outputBound int
 
 	FinishReason string
+	// ResponseID is the server's id of the answer where the protocol
+	// names it for later requests (openai_responses: the Response's id,
+	// which previous_response_id refers to); empty otherwise, or when the
+	// id was not a short printable string.
+	ResponseID string
 	// TLSCertExpiry is the earliest NotAfter among the certificates the
 	// server presented on the TLS connection the request went over
 	// (blackbox_exporter's probe_ssl_earliest_cert_expiry); zero without

@@ -149,9 +149,38 @@ func (f *openAIFrontEnd) protocol() string {
 
 // handleOpenAI serves /v1/chat/completions (chat) or /v1/completions.
 func (s *Server) handleOpenAI(chat bool) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return s.serveOpenAIStyle(func(r *http.Request) openAIStyle {
 		fe := newOpenAIFrontEnd(chat, s.cfg.OpenAIServer)
 		fe.loadFormat = r.Header.Get(headerLoadMetricsFormat)
+		return openAIStyle{
+			protocol: fe.protocol(), fe: fe, oa: fe,
+			plan: func(id string, body []byte, h http.Header, seq uint64) (*plan, *apiError) {
+				return s.planOpenAI(fe, id, body, h, seq)
+			},
+			bind: func(j *job) { fe.j = j },
+		}
+	})
+}
+
+// openAIStyle is what differs between the routes that share the OpenAI
+// request handling (request id, body limit, ground truth, rate limit):
+// the protocol's name in ground truth, its front end, how a request is
+// planned, and how the front end learns its job. One is made per request,
+// as front ends keep the request's state.
+type openAIStyle struct {
+	protocol string
+	fe       frontEnd
+	oa       *openAIFrontEnd // error bodies
+	plan     func(id string, body []byte, h http.Header, seq uint64) (*plan, *apiError)
+	bind     func(*job)
+}
+
+// serveOpenAIStyle is the handler of an OpenAI-style route; newStyle
+// makes each request's front end from the request's headers.
+func (s *Server) serveOpenAIStyle(newStyle func(*http.Request) openAIStyle) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		st := newStyle(r)
+		fe := st.oa
 		id, ok := s.requestID(w, r)
 		if !ok {
 			writeBody(w, http.StatusBadRequest, "application/json",
@@ -163,7 +192,7 @@ func (s *Server) handleOpenAI(chat bool) http.HandlerFunc {
 		entry := s.truth.add(RequestRecord{
 			ID:               id,
 			TraceID:          traceIDOf(r.Header.Get(headerTraceParent)),
-			Protocol:         fe.protocol(),
+			Protocol:         st.protocol,
 			Path:             r.URL.Path,
 			ReceivedUnixNano: received.UnixNano(),
 			Faults:           []string{},
@@ -188,7 +217,7 @@ func (s *Server) handleOpenAI(chat bool) http.HandlerFunc {
 			return
 		}
 		seq := s.seq.Add(1)
-		p, apiErr := s.planOpenAI(fe, id, body, r.Header, seq)
+		p, apiErr := st.plan(id, body, r.Header, seq)
 		if apiErr == nil {
 			apiErr = s.rateLimit(w, entry, p)
 		}
@@ -204,8 +233,8 @@ func (s *Server) handleOpenAI(chat bool) http.HandlerFunc {
 			rec.PlannedOutputTokens = p.outputTokens
 			rec.Faults = p.faults.strings()
 		})
-		j := &job{s: s, w: w, rc: http.NewResponseController(w), fe: fe, entry: entry, p: p, received: received, fired: map[string]bool{}}
-		fe.j = j
+		j := &job{s: s, w: w, rc: http.NewResponseController(w), fe: st.fe, entry: entry, p: p, received: received, fired: map[string]bool{}}
+		st.bind(j)
 		j.run(r.Context())
 	}
 }

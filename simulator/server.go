@@ -38,6 +38,10 @@ type Server struct {
 	handler http.Handler
 	started time.Time
 
+	// responses are the stored answers of /v1/responses, for
+	// previous_response_id.
+	responses *responseStore
+
 	// served is the model list, changeable at run time (SetModels);
 	// listFault makes the list endpoints misbehave (SetModelListFault).
 	served    atomic.Pointer[[]ServedModel]
@@ -72,6 +76,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		reg:     prometheus.NewRegistry(),
 		started: time.Now(),
 	}
+	s.responses = newResponseStore()
 	s.initModels()
 	s.metrics = newServerMetrics(s.reg, s.engine, cfg.ServedModelNames[0], cfg.MaxModelLen, cfg.Metrics)
 	if cfg.RateLimit.enabled() {
@@ -81,6 +86,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.handleOpenAI(true))
 	mux.HandleFunc("POST /v1/completions", s.handleOpenAI(false))
+	mux.HandleFunc("POST /v1/responses", s.handleResponses())
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	// TGI's native API (simulator/tgi.go).
