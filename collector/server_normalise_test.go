@@ -80,9 +80,9 @@ vllm:request_success_total{engine="0",finished_reason="error",model_name="a"} 1
 		"llm_server_kv_cache_usage_ratio{,a} 0.75",
 		// b only has the old name: the rename row supplies it.
 		"llm_server_kv_cache_usage_ratio{,b} 0.5",
-		// repetition is a failure, and its own finish reason.
-		"llm_server_requests_total{success,a} 15",
-		"llm_server_requests_total{failure,a} 4",
+		// repetition is a success, and its own finish reason.
+		"llm_server_requests_total{success,a} 16",
+		"llm_server_requests_total{failure,a} 3",
 		"llm_server_requests_finished_total{repetition,a} 1",
 		"llm_server_requests_finished_total{stop,a} 10",
 	)

@@ -257,10 +257,11 @@ func serverRules() []serverRule {
 	//
 	// finished_reason (vllm/v1/metrics/loggers.py) is stop, length, abort,
 	// error or repetition. repetition is a request vLLM cut because its
-	// output kept repeating itself: the client got a degenerate answer, so
-	// it counts as a failure here, and it is its own reason in
-	// requests_finished_total, never folded into another.
-	vllmFailed := []string{"abort", "error", "repetition"}
+	// output kept repeating itself: a complete, well-formed answer whose
+	// latencies are real, so it counts as a success here, as the prober's
+	// own probe outcome does (llm_probe_finish_reasons_total), and it is
+	// its own reason in requests_finished_total, never folded away.
+	vllmFailed := []string{"abort", "error"}
 	add(
 		serverRule{kind: KindVLLM, out: serverRequestsWaiting, sources: one("vllm:num_requests_waiting"), note: "includes deferred requests where the server defers"},
 		serverRule{kind: KindVLLM, out: serverWaitingByReason, extraValue: "capacity",
@@ -271,9 +272,9 @@ func serverRules() []serverRule {
 		serverRule{kind: KindVLLM, out: serverKVCacheUsage, sources: one("vllm:kv_cache_usage_perc"), agg: aggMax, note: "vLLM ≥ 0.9.2"},
 		serverRule{kind: KindVLLM, out: serverKVCacheUsage, sources: one("vllm:gpu_cache_usage_perc"), agg: aggMax, note: "old name, vLLM ≤ 0.11"},
 		serverRule{kind: KindVLLM, out: serverRequestsTotal, extraValue: resultSuccess,
-			sources: one("vllm:request_success_total", ne("finished_reason", vllmFailed...)), note: "stop, length (every finished_reason but abort, error, repetition)"},
+			sources: one("vllm:request_success_total", ne("finished_reason", vllmFailed...)), note: "stop, length, repetition (every finished_reason but abort, error)"},
 		serverRule{kind: KindVLLM, out: serverRequestsTotal, extraValue: resultFailure,
-			sources: one("vllm:request_success_total", eq("finished_reason", vllmFailed...)), note: "abort, error, repetition"},
+			sources: one("vllm:request_success_total", eq("finished_reason", vllmFailed...)), note: "abort, error"},
 	)
 	for _, reason := range []string{"stop", "length", "abort", "error", "repetition"} {
 		add(serverRule{kind: KindVLLM, out: serverRequestsFinished, extraValue: reason,
