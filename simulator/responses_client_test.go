@@ -1,12 +1,12 @@
 package simulator_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
@@ -35,11 +35,15 @@ func fastSim(t *testing.T, mod func(*simulator.Config)) (*simtest.Sim, simulator
 	return simtest.Start(t, cfg), cfg
 }
 
-// teeProxy forwards to target and keeps a copy of every answer's body,
-// so a test can decode what the probe read with another client.
+// teeProxy relays TCP connections to target byte for byte and keeps what
+// the server sent on each, so a test can decode what the probe read with
+// another client. It is a byte relay, not an HTTP proxy: Go's
+// httputil.ReverseProxy, tried first, made ~3% of back-to-back streamed
+// probes end with 0 chunks ("use of closed network connection" on its
+// upstream read), for chat and Responses alike.
 type teeProxy struct {
-	mu     sync.Mutex
-	bodies []*bytes.Buffer
+	mu    sync.Mutex
+	conns []*bytes.Buffer // server-to-client bytes, one per connection in accept order
 }
 
 func startTee(t *testing.T, target string) (*teeProxy, string) {
@@ -48,29 +52,79 @@ func startTee(t *testing.T, target string) (*teeProxy, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp := &teeProxy{}
-	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.FlushInterval = -1 // pass each event on at once, so timings hold
-	rp.ModifyResponse = func(res *http.Response) error {
-		b := &bytes.Buffer{}
-		tp.mu.Lock()
-		tp.bodies = append(tp.bodies, b)
-		tp.mu.Unlock()
-		res.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.TeeReader(res.Body, b), res.Body}
-		return nil
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	ts := httptest.NewServer(rp)
-	t.Cleanup(ts.Close)
-	return tp, ts.URL
+	tp := &teeProxy{}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", u.Host)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			b := &lockedBuffer{mu: &tp.mu}
+			tp.mu.Lock()
+			tp.conns = append(tp.conns, &b.buf)
+			tp.mu.Unlock()
+			wg.Go(func() { io.Copy(up, c); up.(*net.TCPConn).CloseWrite() })
+			wg.Go(func() { io.Copy(io.MultiWriter(c, b), up); c.Close(); up.Close() })
+		}
+	})
+	return tp, "http://" + ln.Addr().String()
 }
 
-func (tp *teeProxy) last() []byte {
+// lockedBuffer is a buffer written under the proxy's lock.
+type lockedBuffer struct {
+	mu  *sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// body is the de-chunked body of the relayed response to request id (the
+// simulator echoes the request id header).
+func (tp *teeProxy) body(t *testing.T, id string) []byte {
+	t.Helper()
 	tp.mu.Lock()
-	defer tp.mu.Unlock()
-	return bytes.Clone(tp.bodies[len(tp.bodies)-1].Bytes())
+	var all [][]byte
+	for _, b := range tp.conns {
+		all = append(all, bytes.Clone(b.Bytes()))
+	}
+	tp.mu.Unlock()
+	var body []byte
+	for _, raw := range all {
+		br := bufio.NewReader(bytes.NewReader(raw))
+		for {
+			res, err := http.ReadResponse(br, nil)
+			if err != nil {
+				break
+			}
+			b, err := io.ReadAll(res.Body)
+			res.Body.Close()
+			if err != nil {
+				break
+			}
+			if res.Header.Get(simulator.HeaderRequestID) == id {
+				body = b
+			}
+		}
+	}
+	if body == nil {
+		t.Fatalf("the proxy relayed no complete response to request %s", id)
+	}
+	return body
 }
 
 // TestResponsesStreamDecodesWithOfficialClient: the simulator's stream,
@@ -90,10 +144,10 @@ func TestResponsesStreamDecodesWithOfficialClient(t *testing.T) {
 	defer d.Close()
 	prompt := strings.Repeat("lighthouse keepers watch the sea at night ", 8)
 	var res *probe.Result
-	for range 2 { // the second one hits the prefix cache
+	for i := range 2 { // the second one hits the prefix cache
 		res = d.Probe(context.Background(), &probe.Request{Prompt: prompt, MaxTokens: 12, Stream: true, CaptureAnswer: true})
 		if res.Outcome != probe.OutcomeSuccess {
-			t.Fatalf("outcome %s: %v", res.Outcome, res.Err)
+			t.Fatalf("probe %d: outcome %s: %v (%d chunks)", i, res.Outcome, res.Err, len(res.Chunks))
 		}
 	}
 	rec := simtest.GroundTruth(t, sim.URL, res.RequestID)
@@ -107,7 +161,7 @@ func TestResponsesStreamDecodesWithOfficialClient(t *testing.T) {
 			rec.OutputTokens, rec.PromptTokens, rec.CachedPromptTokens)
 	}
 
-	body := tee.last()
+	body := tee.body(t, res.RequestID)
 	stream := ssestream.NewStream[responses.ResponseStreamEventUnion](ssestream.NewDecoder(&http.Response{
 		StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(bytes.NewReader(body)),
 	}), nil)
