@@ -218,3 +218,55 @@ func seriesTable(t *testing.T) string {
 	}
 	return b.String()
 }
+
+// A family switched off (metrics: disable) has no series at all, its
+// observations are dropped without harm, and switching it back on at a
+// reload builds it.
+func TestDisabledFamilies(t *testing.T) {
+	for family, metric := range MetricFamilies() {
+		for _, form := range HistogramForms() {
+			m := NewProbeMetrics()
+			reg := newTestRegistry(t, m)
+			ps := ProbeSeries{Target: "t", Probe: "p", Model: "m", Protocol: probe.ProtocolOpenAIChat, Histograms: form,
+				SLO: budgetSLO(), Disabled: []string{family}}
+			m.Add(ps)
+			run := func() {
+				for _, r := range budgetResults() {
+					if r.Pooled == nil {
+						m.Observe("t", "p", r)
+					}
+				}
+				m.ObserveScheduleLag("t", "p", time.Millisecond)
+				m.InFlight("t", "p", 1)
+			}
+			run()
+			got := countSeries(t, reg)
+			if got[metric] != 0 {
+				t.Errorf("%s disabled (%s): %d series of %s", family, form, got[metric], metric)
+			}
+			if got["llm_probe_time_to_first_token_seconds"] == 0 || got["llm_probe_requests_total"] == 0 {
+				t.Errorf("%s disabled (%s): other families went too: %v", family, form, got)
+			}
+			ps.Disabled = nil
+			m.Add(ps)
+			run()
+			if n := countSeries(t, reg)[metric]; n == 0 {
+				t.Errorf("%s enabled again (%s) at a reload: no series of %s", family, form, metric)
+			}
+		}
+	}
+}
+
+func TestCheckMetricFamily(t *testing.T) {
+	if len(MetricFamilies()) != len(familyNames()) {
+		t.Errorf("MetricFamilies has %d families, familyNames %d", len(MetricFamilies()), len(familyNames()))
+	}
+	for name := range MetricFamilies() {
+		if err := CheckMetricFamily(name); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if err := CheckMetricFamily("ttft"); err == nil || !strings.Contains(err.Error(), "phases") {
+		t.Errorf("ttft: %v, want an error listing the families", err)
+	}
+}

@@ -325,6 +325,8 @@ type series struct {
 	// series, shared by them (counters made later get their own).
 	created *timestamppb.Timestamp
 
+	// ttft is nil, like tpot, itl and tps, for a protocol that cannot
+	// stream.
 	ttft prometheus.Histogram
 	// The summary histograms (families.go); nil when switched off.
 	tpot, itl, duration, tps, lag prometheus.Histogram
@@ -445,12 +447,19 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 		return c
 	}
 
-	s.ttft = s.histogram("ttft", withThresholds(ttftBuckets(), slo.TTFT))
-	addHist(d.ttft, s.ttft)
-	s.tpot = summary(FamilyTimePerOutputToken, d.tpot, "tpot")
-	s.itl = summary(FamilyInterTokenLatency, d.itl, "itl")
+	// A protocol that cannot stream has no first token, no decode
+	// phase and, pooling (embeddings, rerank), no output tokens: its
+	// histograms of them would stay empty on every probe.
+	proto, known := probe.LookupProtocol(ps.Protocol)
+	streams := !known || proto.Streams
+	if streams {
+		s.ttft = s.histogram("ttft", withThresholds(ttftBuckets(), slo.TTFT))
+		addHist(d.ttft, s.ttft)
+		s.tpot = summary(FamilyTimePerOutputToken, d.tpot, "tpot")
+		s.itl = summary(FamilyInterTokenLatency, d.itl, "itl")
+		s.tps = summary(FamilyTokensPerSecond, d.tps, "tps")
+	}
 	s.duration = summary(FamilyRequestDuration, d.duration, "duration")
-	s.tps = summary(FamilyTokensPerSecond, d.tps, "tps")
 	s.lag = summary(FamilyScheduleLag, d.lag, "lag")
 	if itl := s.itl; itl != nil {
 		s.observeITL = func(gap time.Duration) { itl.Observe(gap.Seconds()) }
@@ -681,7 +690,7 @@ func (s *series) observe(r *probe.Result) {
 		if isStream {
 			// A stream that ended successfully without output has no first
 			// token; its TTFT is not zero but undefined.
-			if r.TTFT > 0 {
+			if r.TTFT > 0 && s.ttft != nil {
 				observeWithExemplar(s.ttft, r.TTFT.Seconds(), ex)
 			}
 			if tpot, has := r.TPOT(); has {
