@@ -27,7 +27,7 @@ modules:
     probes: [{name: p, schedule: {every: 15s}}]
 `
 	for _, c := range []struct {
-		top, target, probe string
+		top, target, probe  string
 		wantP, wantQ, wantM []string
 	}{
 		{"", "", "", nil, nil, nil},
