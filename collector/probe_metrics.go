@@ -232,13 +232,16 @@ func (d *descs) list() []*prometheus.Desc {
 	}, append(append(d.sched.list(), d.streak.list()...), d.load.list()...)...)
 }
 
-// Add creates the series of one probe with every counter at zero, so rate()
-// and increase() work before the first failure or skip. Adding a probe that
-// exists with the same model and SLO keeps its series (a reload that changed
-// nothing must not reset counters); a changed model, SLO, protocol or
-// histogram form replaces them, because bucket layouts follow the SLO
-// thresholds and the outcome series follow the protocol. A changed planned
-// interval alone only changes its own series.
+// Add creates the series of one probe: its histograms, the success and SLO
+// counters at zero, so rate() and increase() of them work before the first
+// request; the counters of failures, skips and mismatches come with their
+// first count (the series budget, families.go). Adding a probe that exists
+// with the same model and SLO keeps its series (a reload that changed
+// nothing must not reset counters); a changed model, SLO, protocol,
+// histogram form or set of disabled families replaces them, because bucket
+// layouts follow the SLO thresholds, the outcome series follow the protocol
+// and the families built follow the set. A changed planned interval alone
+// only changes its own series.
 func (m *ProbeMetrics) Add(ps ProbeSeries) {
 	m.put(ps.Target, ps.Probe, func(old *series) bool {
 		if old.model != ps.Model || old.slo != ps.SLO || old.protocol != ps.Protocol ||
