@@ -210,7 +210,9 @@ func seriesTable(t *testing.T) string {
 	}
 	b.WriteString("\n")
 	for _, p := range probe.Protocols() {
-		fmt.Fprintf(&b, "| `%s` |", p.Name)
+		// Not "| `name` |": config's tables test reads those rows as
+		// the outcome table of 1.2.
+		fmt.Fprintf(&b, "| %s |", p.Name)
 		for _, f := range HistogramForms() {
 			fmt.Fprintf(&b, " %d |", total(probeSeriesCount(t, p.Name, f)))
 		}
