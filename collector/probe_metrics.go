@@ -350,9 +350,10 @@ type series struct {
 	observeITL func(time.Duration)
 
 	// requests is indexed by outcomeIndex. The outcomes the protocol can
-	// produce (outcomeOK) are created on first use, except success (and
-	// wrong_answer where the probe asserts), made with the series because
-	// the dashboards' variables and the alerts read them from the start:
+	// produce (outcomeOK) are created on first use, except success and
+	// wrong_answer (where the probe asserts or its protocol checks
+	// answers), made with the series because the dashboards' variables
+	// and the no-success and wrong-answer alerts read them from the start:
 	// a failure counter at zero on every probe would cost a series per
 	// outcome that most probes never see (docs/metrics.md, "Series per
 	// probe").
@@ -471,7 +472,7 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 	for _, o := range seriesOutcomes(ps) {
 		i := outcomeIndex(o)
 		s.outcomeOK[i] = true
-		if o == probe.OutcomeSuccess || o == probe.OutcomeWrongAnswer && ps.Asserts {
+		if o == probe.OutcomeSuccess || o == probe.OutcomeWrongAnswer {
 			c := s.counter(d.requests, "outcome", string(o))
 			s.requests[i].get(func() *counter { return c })
 		}

@@ -343,7 +343,7 @@ llm_probe_slo_requests_total{model="m",probe="p",result="good",slo="ttft",target
 
 func TestLastGaugesAbsentBeforeFirstRun(t *testing.T) {
 	m := NewProbeMetrics()
-	m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m"})
+	m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m", Protocol: probe.ProtocolOpenAIChat})
 	reg := newTestRegistry(t, m)
 	for _, name := range []string{"llm_probe_success", "llm_probe_last_run_timestamp_seconds"} {
 		if n, _ := testutil.GatherAndCount(reg, name); n != 0 {
@@ -539,9 +539,10 @@ func TestUnknownOutcome(t *testing.T) {
 	reg := newTestRegistry(t, m)
 	m.Observe("sim", "p", &probe.Result{Outcome: "weird"})
 	m.Observe("sim", "p", &probe.Result{})
-	// success, made with the probe, and protocol_error.
-	if n, _ := testutil.GatherAndCount(reg, "llm_probe_requests_total"); n != 2 {
-		t.Errorf("requests_total has %d series, want 2", n)
+	// success and wrong_answer (any protocol's outcomes), made with the
+	// probe, and protocol_error.
+	if n, _ := testutil.GatherAndCount(reg, "llm_probe_requests_total"); n != 3 {
+		t.Errorf("requests_total has %d series, want 3", n)
 	}
 	if got := requestsTotal(t, reg, "protocol_error"); got != 2 {
 		t.Errorf("protocol_error = %v, want 2", got)
@@ -848,8 +849,8 @@ llm_probe_slo_requests_total{model="m",probe="p",result="good",slo="ttft",target
 }
 
 // A probe exports llm_probe_requests_total only for the outcomes its
-// protocol can produce (success at zero from the start, the others from
-// their first request); an outcome the protocol cannot produce is a driver
+// protocol can produce (success and wrong_answer at zero from the start,
+// the others from their first request); an outcome the protocol cannot produce is a driver
 // bug and counts as protocol_error.
 func TestOutcomeSeriesFollowProtocol(t *testing.T) {
 	for _, p := range probe.Protocols() {
@@ -857,8 +858,12 @@ func TestOutcomeSeriesFollowProtocol(t *testing.T) {
 			m := NewProbeMetrics()
 			m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m", Protocol: p.Name})
 			reg := newTestRegistry(t, m)
-			if n, _ := testutil.GatherAndCount(reg, "llm_probe_requests_total"); n != 1 {
-				t.Errorf("requests_total series = %d before any request, want 1 (success)", n)
+			want := 1 // success, and wrong_answer where the protocol checks answers
+			if slices.Contains(p.Outcomes, probe.OutcomeWrongAnswer) {
+				want++
+			}
+			if n, _ := testutil.GatherAndCount(reg, "llm_probe_requests_total"); n != want {
+				t.Errorf("requests_total series = %d before any request, want %d", n, want)
 			}
 			for _, o := range p.Outcomes {
 				m.Observe("sim", "p", &probe.Result{Outcome: o})
