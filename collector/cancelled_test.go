@@ -26,12 +26,6 @@ func TestCancelledCountedNotJudged(t *testing.T) {
 # HELP llm_probe_requests_total Probe requests by outcome.
 # TYPE llm_probe_requests_total counter
 llm_probe_requests_total{model="m",outcome="cancelled",probe="p",target="sim"} 1
-llm_probe_requests_total{model="m",outcome="connect_error",probe="p",target="sim"} 0
-llm_probe_requests_total{model="m",outcome="http_4xx",probe="p",target="sim"} 0
-llm_probe_requests_total{model="m",outcome="http_5xx",probe="p",target="sim"} 0
-llm_probe_requests_total{model="m",outcome="incomplete",probe="p",target="sim"} 0
-llm_probe_requests_total{model="m",outcome="protocol_error",probe="p",target="sim"} 0
-llm_probe_requests_total{model="m",outcome="stream_stalled",probe="p",target="sim"} 0
 llm_probe_requests_total{model="m",outcome="success",probe="p",target="sim"} 0
 llm_probe_requests_total{model="m",outcome="timeout",probe="p",target="sim"} 1
 # HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO; cancelled requests are not judged.

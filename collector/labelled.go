@@ -69,7 +69,7 @@ var sharedPairs = func() map[[2]string]*dto.LabelPair {
 	}
 	add("slo", sloTTFT, sloTPOT, sloGoodput)
 	add("result", "good", "bad")
-	add("reason", initialSkipReasons()...)
+	add("reason", knownSkipReasons()...)
 	add("reason", skipReasonOther)
 	add("reason", probe.RetryReasons()...)
 	phases := phaseNames()

@@ -36,6 +36,9 @@ type ProbeSeries struct {
 	// Histograms is the form of every histogram of the probe: one of
 	// HistogramForms(); empty means HistogramsBoth.
 	Histograms string
+	// Disabled are the families (MetricFamilies) the probe does not
+	// export: not built, so they cost no series and no observation.
+	Disabled []string
 	// Asserts is true when the probe checks its answers, so it can end
 	// as wrong_answer whatever its protocol (answer_metrics.go).
 	Asserts bool
@@ -60,9 +63,11 @@ func HistogramForms() []string {
 	return []string{HistogramsBoth, HistogramsClassic, HistogramsNative}
 }
 
-// Skip reasons the scheduler reports through Skipped. They are initialised to
-// zero with every probe so that increase() sees the first skip; other reasons
-// are accepted but appear only once used.
+// Skip reasons the scheduler reports through Skipped. Each counter, like
+// any other reason's, is created by its first skip (with its own created
+// timestamp, which Prometheus with created-timestamp ingestion reads as a
+// zero before it): most probes never skip, and three counters at zero on
+// every probe were a tenth of its series budget (docs/metrics.md).
 const (
 	// SkipReasonConcurrencyLimit: a ticket fell due while the probe already
 	// had as many requests in flight as it may.
@@ -75,7 +80,7 @@ const (
 	SkipReasonTargetConcurrencyLimit = "target_concurrency_limit"
 )
 
-func initialSkipReasons() []string {
+func knownSkipReasons() []string {
 	return []string{SkipReasonConcurrencyLimit, SkipReasonOverdue, SkipReasonTargetConcurrencyLimit}
 }
 
@@ -137,7 +142,7 @@ type ProbeMetrics struct {
 type descs struct {
 	ttft, tpot, itl, duration, tps, phase, lag *prometheus.Desc
 	requests, inTokens, outTokens, slo, skip   *prometheus.Desc
-	success, lastTTFT, lastRun, objective      *prometheus.Desc
+	success, lastRun, objective                *prometheus.Desc
 	retry, tlsExpiry, finish                   *prometheus.Desc
 	serverTiming, serverTimingInvalid          *prometheus.Desc
 	usageInvalid                               *prometheus.Desc
@@ -199,9 +204,6 @@ func newDescs() descs {
 		success: prometheus.NewDesc("llm_probe_success",
 			"Whether the last probe request succeeded (1) or not (0).",
 			base, nil),
-		lastTTFT: prometheus.NewDesc("llm_probe_last_time_to_first_token_seconds",
-			"TTFT of the most recent streamed probe request that received output.",
-			base, nil),
 		lastRun: prometheus.NewDesc("llm_probe_last_run_timestamp_seconds",
 			"Unix time at which the last probe request started.",
 			base, nil),
@@ -225,22 +227,26 @@ func (d *descs) list() []*prometheus.Desc {
 	return append([]*prometheus.Desc{
 		d.ttft, d.tpot, d.itl, d.duration, d.tps, d.phase, d.lag,
 		d.requests, d.inTokens, d.outTokens, d.slo, d.skip,
-		d.success, d.lastTTFT, d.lastRun, d.objective, d.retry, d.tlsExpiry,
+		d.success, d.lastRun, d.objective, d.retry, d.tlsExpiry,
 		d.serverTiming, d.serverTimingInvalid, d.usageInvalid, d.finish,
 	}, append(append(d.sched.list(), d.streak.list()...), d.load.list()...)...)
 }
 
-// Add creates the series of one probe with every counter at zero, so rate()
-// and increase() work before the first failure or skip. Adding a probe that
-// exists with the same model and SLO keeps its series (a reload that changed
-// nothing must not reset counters); a changed model, SLO, protocol or
-// histogram form replaces them, because bucket layouts follow the SLO
-// thresholds and the outcome series follow the protocol. A changed planned
-// interval alone only changes its own series.
+// Add creates the series of one probe: its histograms, the success and SLO
+// counters at zero, so rate() and increase() of them work before the first
+// request; the counters of failures, skips and mismatches come with their
+// first count (the series budget, families.go). Adding a probe that exists
+// with the same model and SLO keeps its series (a reload that changed
+// nothing must not reset counters); a changed model, SLO, protocol,
+// histogram form or set of disabled families replaces them, because bucket
+// layouts follow the SLO thresholds, the outcome series follow the protocol
+// and the families built follow the set. A changed planned interval alone
+// only changes its own series.
 func (m *ProbeMetrics) Add(ps ProbeSeries) {
 	m.put(ps.Target, ps.Probe, func(old *series) bool {
 		if old.model != ps.Model || old.slo != ps.SLO || old.protocol != ps.Protocol ||
-			old.form != histogramForm(ps.Histograms) || old.asserts != ps.Asserts {
+			old.form != histogramForm(ps.Histograms) || old.asserts != ps.Asserts ||
+			old.disabled != newFamilySet(ps.Disabled) {
 			return false
 		}
 		old.streak.setPlanned(ps.PlannedInterval)
@@ -269,7 +275,7 @@ func (m *ProbeMetrics) Observe(target, probeName string, r *probe.Result) {
 // ObserveScheduleLag records how late the scheduler sent a request.
 func (m *ProbeMetrics) ObserveScheduleLag(target, probeName string, lag time.Duration) {
 	if s := m.lookup(target, probeName); s != nil {
-		s.lag.Observe(lag.Seconds())
+		observe(s.lag, lag.Seconds())
 	}
 }
 
@@ -314,6 +320,7 @@ type series struct {
 	protocol string
 	asserts  bool
 	form     string // histogramForm of ProbeSeries.Histograms
+	disabled familySet
 	// labels are the target, probe and model label pairs, shared by every
 	// series of the probe.
 	labels probeLabels
@@ -321,7 +328,11 @@ type series struct {
 	// series, shared by them (counters made later get their own).
 	created *timestamppb.Timestamp
 
-	ttft, tpot, itl, duration, tps, lag prometheus.Histogram
+	// ttft is nil, like tpot, itl and tps, for a protocol that cannot
+	// stream.
+	ttft prometheus.Histogram
+	// The summary histograms (families.go); nil when switched off.
+	tpot, itl, duration, tps, lag prometheus.Histogram
 	// phases are created on their first observation (see phase), so that a
 	// phase that never happens, such as dns, connect and tls on pooled
 	// connections, is not exported as an empty histogram.
@@ -338,27 +349,34 @@ type series struct {
 	// ready func value instead of a fresh closure.
 	observeITL func(time.Duration)
 
-	// requests is indexed by outcomeIndex; nil where the protocol cannot
-	// produce that outcome (see countOutcome).
-	requests          []*counter
-	inTokens          *counter
-	outTokens         *counter
-	sloTTFT, sloTPOT  *goodBad
-	sloGoodput        *goodBad
-	success, lastTTFT *gauge
-	lastRun           *gauge
+	// requests is indexed by outcomeIndex. The outcomes the protocol can
+	// produce (outcomeOK) are created on first use, except success and
+	// wrong_answer (where the probe asserts or its protocol checks
+	// answers), made with the series because the dashboards' variables
+	// and the no-success and wrong-answer alerts read them from the start:
+	// a failure counter at zero on every probe would cost a series per
+	// outcome that most probes never see (docs/metrics.md, "Series per
+	// probe").
+	requests         [numOutcomes]lazy[counter]
+	outcomeOK        [numOutcomes]bool
+	inTokens         *counter
+	outTokens        *counter
+	sloTTFT, sloTPOT *goodBad
+	sloGoodput       *goodBad
+	success          *gauge
+	lastRun          *gauge
 
 	// The "last" gauges are exported only once they hold a measurement: a
 	// success of 0 before a cron-scheduled probe first runs would page.
-	ran, sawTTFT atomic.Bool
-	always       []prometheus.Metric
-	skipMu       sync.Mutex
-	skipped      map[string]*counter
-	skippedW     []prometheus.Metric
-	sched        schedSeries
-	streak       streakSeries
-	tls          tlsSeries
-	load         serverLoadSeries
+	ran      atomic.Bool
+	always   []prometheus.Metric
+	skipMu   sync.Mutex
+	skipped  map[string]*counter
+	skippedW []prometheus.Metric
+	sched    schedSeries
+	streak   streakSeries
+	tls      tlsSeries
+	load     serverLoadSeries
 }
 
 // histogramForm is form with the default filled in.
@@ -414,9 +432,18 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 		labels:   newProbeLabels(ps.Target, ps.Probe, ps.Model),
 		created:  timestamppb.Now(),
 		skipped:  make(map[string]*counter),
+		disabled: newFamilySet(ps.Disabled),
 	}
-	addHist := func(desc *prometheus.Desc, h prometheus.Histogram) {
+	addHist := func(desc *prometheus.Desc, h prometheus.Metric) {
 		s.always = append(s.always, newLabelled(desc, h, s.labels))
+	}
+	summary := func(family string, desc *prometheus.Desc, name string) prometheus.Histogram {
+		if s.disabled.has(family) {
+			return nil
+		}
+		h := newSummaryHistogram(name, s.form)
+		addHist(desc, h)
+		return h
 	}
 	addCounter := func(desc *prometheus.Desc, kv ...string) *counter {
 		c := s.counter(desc, kv...)
@@ -424,24 +451,31 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 		return c
 	}
 
-	s.ttft = s.histogram("ttft", withThresholds(ttftBuckets(), slo.TTFT))
-	s.tpot = s.histogram("tpot", withThresholds(tpotBuckets(), slo.TPOT))
-	s.itl = s.histogram("itl", withThresholds(tpotBuckets(), slo.TPOT))
-	s.duration = s.histogram("duration", requestDurationBuckets())
-	s.tps = s.histogram("tps", tokensPerSecondBuckets())
-	s.lag = s.histogram("lag", scheduleLagBuckets())
-	itl := s.itl
-	s.observeITL = func(gap time.Duration) { itl.Observe(gap.Seconds()) }
-	addHist(d.ttft, s.ttft)
-	addHist(d.tpot, s.tpot)
-	addHist(d.itl, s.itl)
-	addHist(d.duration, s.duration)
-	addHist(d.tps, s.tps)
-	addHist(d.lag, s.lag)
+	// A protocol that cannot stream has no first token, no decode
+	// phase and, pooling (embeddings, rerank), no output tokens: its
+	// histograms of them would stay empty on every probe.
+	proto, known := probe.LookupProtocol(ps.Protocol)
+	streams := !known || proto.Streams
+	if streams {
+		s.ttft = s.histogram("ttft", withThresholds(ttftBuckets(), slo.TTFT))
+		addHist(d.ttft, s.ttft)
+		s.tpot = summary(FamilyTimePerOutputToken, d.tpot, "tpot")
+		s.itl = summary(FamilyInterTokenLatency, d.itl, "itl")
+		s.tps = summary(FamilyTokensPerSecond, d.tps, "tps")
+	}
+	s.duration = summary(FamilyRequestDuration, d.duration, "duration")
+	s.lag = summary(FamilyScheduleLag, d.lag, "lag")
+	if itl := s.itl; itl != nil {
+		s.observeITL = func(gap time.Duration) { itl.Observe(gap.Seconds()) }
+	}
 
-	s.requests = make([]*counter, len(probe.Outcomes()))
 	for _, o := range seriesOutcomes(ps) {
-		s.requests[outcomeIndex(o)] = addCounter(d.requests, "outcome", string(o))
+		i := outcomeIndex(o)
+		s.outcomeOK[i] = true
+		if o == probe.OutcomeSuccess || o == probe.OutcomeWrongAnswer {
+			c := s.counter(d.requests, "outcome", string(o))
+			s.requests[i].get(func() *counter { return c })
+		}
 	}
 	s.inTokens = addCounter(d.inTokens)
 	s.outTokens = addCounter(d.outTokens)
@@ -467,12 +501,8 @@ func newSeries(d *descs, ps ProbeSeries) *series {
 	}
 
 	s.success = newGauge(d.success, s.labels)
-	s.lastTTFT = newGauge(d.lastTTFT, s.labels)
 	s.lastRun = newGauge(d.lastRun, s.labels)
 
-	for _, reason := range initialSkipReasons() {
-		s.newSkipCounter(reason, s.created)
-	}
 	s.sched.init(s)
 	s.streak.init(s, ps.PlannedInterval)
 	s.tls.init(s)
@@ -497,8 +527,10 @@ func (s *series) collect(ch chan<- prometheus.Metric) {
 		ch <- s.success
 		ch <- s.lastRun
 	}
-	if s.sawTTFT.Load() {
-		ch <- s.lastTTFT
+	for i := range s.requests {
+		if c := s.requests[i].load(); c != nil {
+			ch <- c
+		}
 	}
 	for i := range s.phases {
 		if p := s.phases[i].load(); p != nil {
@@ -550,6 +582,10 @@ func (s *series) skipCounter(reason string) *counter {
 	}
 	return s.newSkipCounter(reason, timestamppb.Now())
 }
+
+// numOutcomes is len(probe.Outcomes()); outcomeIndex maps each to its
+// index below it.
+const numOutcomes = 11
 
 // outcomeIndex maps an outcome to its position in probe.Outcomes(). An outcome
 // outside that closed set is a driver bug; it is counted as protocol_error (the
@@ -605,11 +641,13 @@ func protocolOutcomes(protocol string) []probe.Outcome {
 // so that no attempt is lost and no series appears that the protocol table
 // says cannot exist.
 func (s *series) countOutcome(o probe.Outcome) {
-	c := s.requests[outcomeIndex(o)]
-	if c == nil {
-		c = s.requests[outcomeIndex(probe.OutcomeProtocolError)]
+	i := outcomeIndex(o)
+	if !s.outcomeOK[i] {
+		i = outcomeIndex(probe.OutcomeProtocolError)
 	}
-	c.Inc()
+	s.requests[i].get(func() *counter {
+		return s.lateCounter(s.d.requests, "outcome", string(probe.Outcomes()[i]))
+	}).Inc()
 }
 
 func (s *series) observe(r *probe.Result) {
@@ -656,30 +694,28 @@ func (s *series) observe(r *probe.Result) {
 		if isStream {
 			// A stream that ended successfully without output has no first
 			// token; its TTFT is not zero but undefined.
-			if r.TTFT > 0 {
+			if r.TTFT > 0 && s.ttft != nil {
 				observeWithExemplar(s.ttft, r.TTFT.Seconds(), ex)
 			}
 			if tpot, has := r.TPOT(); has {
-				s.tpot.Observe(tpot.Seconds())
+				observe(s.tpot, tpot.Seconds())
 			}
-			r.InterTokenLatencies(s.observeITL)
+			if s.observeITL != nil {
+				r.InterTokenLatencies(s.observeITL)
+			}
 		}
-		if !r.Cut() {
+		if !r.Cut() && s.duration != nil {
 			// A stream the probe cut ends at the cut, not the answer's end.
 			observeWithExemplar(s.duration, r.EndToEnd.Seconds(), ex)
 		}
 		if tps, has := r.OutputTokensPerSecond(); has {
-			s.tps.Observe(tps)
+			observe(s.tps, tps)
 		}
 	}
 
 	s.countSLOs(r, ok, isStream)
 	s.observeServerTimings(r, ok)
 
-	if isStream && r.TTFT > 0 {
-		s.lastTTFT.Set(r.TTFT.Seconds())
-		s.sawTTFT.Store(true)
-	}
 	if ok {
 		s.success.Set(1)
 	} else {
@@ -746,9 +782,8 @@ type phaseHistogram struct {
 	w prometheus.Metric
 }
 
-// newPhaseHistogram is the histogram of one value of desc's phase label.
-func (s *series) newPhaseHistogram(desc *prometheus.Desc, phase string, buckets []float64) *phaseHistogram {
-	h := s.histogram("phase", buckets)
+// newPhaseHistogram is h as the series of one value of desc's phase label.
+func (s *series) newPhaseHistogram(desc *prometheus.Desc, phase string, h prometheus.Histogram) *phaseHistogram {
 	return &phaseHistogram{h: h, w: newLabelled(desc, h, s.labels.with("phase", phase))}
 }
 
@@ -756,11 +791,11 @@ func (s *series) newPhaseHistogram(desc *prometheus.Desc, phase string, buckets 
 // creating the histogram on the phase's first observation. Concurrent
 // first observations agree on one histogram through the CompareAndSwap.
 func (s *series) observePhase(i int, happened bool, d time.Duration) {
-	if !happened {
+	if !happened || s.disabled.has(FamilyPhases) {
 		return
 	}
 	p := s.phases[i].get(func() *phaseHistogram {
-		return s.newPhaseHistogram(s.d.phase, phaseNames()[i], phaseBuckets())
+		return s.newPhaseHistogram(s.d.phase, phaseNames()[i], newSummaryHistogram("phase", s.form))
 	})
 	p.h.Observe(d.Seconds())
 }

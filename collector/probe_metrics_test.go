@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"reflect"
@@ -99,11 +100,89 @@ func TestExposition(t *testing.T) {
 	m.Skipped("sim", "steady", SkipReasonConcurrencyLimit)
 
 	expected := `
+# HELP llm_probe_consecutive_failures Arrivals since the probe's last successful run that failed (any outcome but success, wrong_answer and cancelled) or were skipped with reason concurrency_limit or target_concurrency_limit; overdue skips and cancelled requests do not count.
+# TYPE llm_probe_consecutive_failures gauge
+llm_probe_consecutive_failures{model="m",probe="steady",target="sim"} 1
+# HELP llm_probe_failing_since_timestamp_seconds Unix time of the first arrival of the current failure streak (llm_probe_consecutive_failures); 0 while there is none.
+# TYPE llm_probe_failing_since_timestamp_seconds gauge
+llm_probe_failing_since_timestamp_seconds{model="m",probe="steady",target="sim"} 1.700000045e+09
+# HELP llm_probe_input_tokens_total Input (prompt) tokens of probe requests, as counted by the server where it reports them.
+# TYPE llm_probe_input_tokens_total counter
+llm_probe_input_tokens_total{model="m",probe="steady",target="sim"} 30
+# HELP llm_probe_inter_token_latency_seconds Gap between consecutive output chunks divided by the tokens of the later chunk, observed once per token, for successful streamed requests.
+# TYPE llm_probe_inter_token_latency_seconds histogram
+llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="+Inf"} 3
+llm_probe_inter_token_latency_seconds_sum{model="m",probe="steady",target="sim"} 0.06
+llm_probe_inter_token_latency_seconds_count{model="m",probe="steady",target="sim"} 3
+# HELP llm_probe_last_run_timestamp_seconds Unix time at which the last probe request started.
+# TYPE llm_probe_last_run_timestamp_seconds gauge
+llm_probe_last_run_timestamp_seconds{model="m",probe="steady",target="sim"} 1.70000003e+09
+# HELP llm_probe_output_tokens_per_second Per request output tokens / end-to-end latency, for successful requests.
+# TYPE llm_probe_output_tokens_per_second histogram
+llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="+Inf"} 2
+llm_probe_output_tokens_per_second_sum{model="m",probe="steady",target="sim"} 24.5
+llm_probe_output_tokens_per_second_count{model="m",probe="steady",target="sim"} 2
+# HELP llm_probe_output_tokens_total Output tokens received by probe requests, the server's count where it reports one, else counted from chunks.
+# TYPE llm_probe_output_tokens_total counter
+llm_probe_output_tokens_total{model="m",probe="steady",target="sim"} 12
+# HELP llm_probe_phase_duration_seconds Duration of a connection phase of the probe request, for every request in which that phase happened.
+# TYPE llm_probe_phase_duration_seconds histogram
+llm_probe_phase_duration_seconds_bucket{model="m",phase="connect",probe="steady",target="sim",le="+Inf"} 2
+llm_probe_phase_duration_seconds_sum{model="m",phase="connect",probe="steady",target="sim"} 0.005
+llm_probe_phase_duration_seconds_count{model="m",phase="connect",probe="steady",target="sim"} 2
+llm_probe_phase_duration_seconds_bucket{model="m",phase="dns",probe="steady",target="sim",le="+Inf"} 1
+llm_probe_phase_duration_seconds_sum{model="m",phase="dns",probe="steady",target="sim"} 0.001
+llm_probe_phase_duration_seconds_count{model="m",phase="dns",probe="steady",target="sim"} 1
+llm_probe_phase_duration_seconds_bucket{model="m",phase="first_byte",probe="steady",target="sim",le="+Inf"} 1
+llm_probe_phase_duration_seconds_sum{model="m",phase="first_byte",probe="steady",target="sim"} 0.15
+llm_probe_phase_duration_seconds_count{model="m",phase="first_byte",probe="steady",target="sim"} 1
+llm_probe_phase_duration_seconds_bucket{model="m",phase="write",probe="steady",target="sim",le="+Inf"} 1
+llm_probe_phase_duration_seconds_sum{model="m",phase="write",probe="steady",target="sim"} 0.0001
+llm_probe_phase_duration_seconds_count{model="m",phase="write",probe="steady",target="sim"} 1
+# HELP llm_probe_planned_interval_seconds The longest gap the probe's schedule plans between two arrivals in normal operation; absent for closed loops and probes with active windows.
+# TYPE llm_probe_planned_interval_seconds gauge
+llm_probe_planned_interval_seconds{model="m",probe="steady",target="sim"} 15
+# HELP llm_probe_request_duration_seconds Time from just before the request is written to the last byte of the final event, for successful requests.
+# TYPE llm_probe_request_duration_seconds histogram
+llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="+Inf"} 2
+llm_probe_request_duration_seconds_sum{model="m",probe="steady",target="sim"} 0.9
+llm_probe_request_duration_seconds_count{model="m",probe="steady",target="sim"} 2
+# HELP llm_probe_requests_total Probe requests by outcome.
+# TYPE llm_probe_requests_total counter
+llm_probe_requests_total{model="m",outcome="http_5xx",probe="steady",target="sim"} 1
+llm_probe_requests_total{model="m",outcome="success",probe="steady",target="sim"} 2
+# HELP llm_probe_schedule_lag_seconds How late the scheduler sent a probe request relative to its planned time.
+# TYPE llm_probe_schedule_lag_seconds histogram
+llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="+Inf"} 1
+llm_probe_schedule_lag_seconds_sum{model="m",probe="steady",target="sim"} 0.002
+llm_probe_schedule_lag_seconds_count{model="m",probe="steady",target="sim"} 1
+# HELP llm_probe_skipped_total Planned probe requests the scheduler did not send, by reason.
+# TYPE llm_probe_skipped_total counter
+llm_probe_skipped_total{model="m",probe="steady",reason="concurrency_limit",target="sim"} 1
+# HELP llm_probe_slo_objective_ratio Target ratio of good requests for each SLO the probe declares, from the configuration.
+# TYPE llm_probe_slo_objective_ratio gauge
+llm_probe_slo_objective_ratio{model="m",probe="steady",slo="goodput",target="sim"} 0.99
+llm_probe_slo_objective_ratio{model="m",probe="steady",slo="tpot",target="sim"} 0.99
+llm_probe_slo_objective_ratio{model="m",probe="steady",slo="ttft",target="sim"} 0.99
+# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO; cancelled requests are not judged.
+# TYPE llm_probe_slo_requests_total counter
+llm_probe_slo_requests_total{model="m",probe="steady",result="bad",slo="goodput",target="sim"} 3
+llm_probe_slo_requests_total{model="m",probe="steady",result="bad",slo="tpot",target="sim"} 2
+llm_probe_slo_requests_total{model="m",probe="steady",result="bad",slo="ttft",target="sim"} 3
+llm_probe_slo_requests_total{model="m",probe="steady",result="good",slo="goodput",target="sim"} 1
+llm_probe_slo_requests_total{model="m",probe="steady",result="good",slo="tpot",target="sim"} 2
+llm_probe_slo_requests_total{model="m",probe="steady",result="good",slo="ttft",target="sim"} 1
+# HELP llm_probe_success Whether the last probe request succeeded (1) or not (0).
+# TYPE llm_probe_success gauge
+llm_probe_success{model="m",probe="steady",target="sim"} 1
+# HELP llm_probe_time_per_output_token_seconds Per request (end-to-end - TTFT) / (output tokens - 1), for successful streamed requests with at least two output tokens.
+# TYPE llm_probe_time_per_output_token_seconds histogram
+llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="+Inf"} 1
+llm_probe_time_per_output_token_seconds_sum{model="m",probe="steady",target="sim"} 0.03
+llm_probe_time_per_output_token_seconds_count{model="m",probe="steady",target="sim"} 1
 # HELP llm_probe_time_to_first_token_seconds Time from just before the request is written to the first chunk with non-empty output, for successful streamed requests.
 # TYPE llm_probe_time_to_first_token_seconds histogram
-llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.005"} 0
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.01"} 0
-llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.02"} 0
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.04"} 0
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.1"} 0
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.25"} 1
@@ -116,162 +195,10 @@ llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="si
 llm_probe_time_to_first_token_seconds_bucket{model="m",probe="steady",target="sim",le="+Inf"} 2
 llm_probe_time_to_first_token_seconds_sum{model="m",probe="steady",target="sim"} 0.6000000000000001
 llm_probe_time_to_first_token_seconds_count{model="m",probe="steady",target="sim"} 2
-# HELP llm_probe_time_per_output_token_seconds Per request (end-to-end - TTFT) / (output tokens - 1), for successful streamed requests with at least two output tokens.
-# TYPE llm_probe_time_per_output_token_seconds histogram
-llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.01"} 0
-llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.025"} 0
-llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.03"} 1
-llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.05"} 1
-llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.1"} 1
-llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.2"} 1
-llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="0.5"} 1
-llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="1"} 1
-llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="2.5"} 1
-llm_probe_time_per_output_token_seconds_bucket{model="m",probe="steady",target="sim",le="+Inf"} 1
-llm_probe_time_per_output_token_seconds_sum{model="m",probe="steady",target="sim"} 0.03
-llm_probe_time_per_output_token_seconds_count{model="m",probe="steady",target="sim"} 1
-# HELP llm_probe_inter_token_latency_seconds Gap between consecutive output chunks divided by the tokens of the later chunk, observed once per token, for successful streamed requests.
-# TYPE llm_probe_inter_token_latency_seconds histogram
-llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.01"} 0
-llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.025"} 3
-llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.03"} 3
-llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.05"} 3
-llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.1"} 3
-llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.2"} 3
-llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="0.5"} 3
-llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="1"} 3
-llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="2.5"} 3
-llm_probe_inter_token_latency_seconds_bucket{model="m",probe="steady",target="sim",le="+Inf"} 3
-llm_probe_inter_token_latency_seconds_sum{model="m",probe="steady",target="sim"} 0.06
-llm_probe_inter_token_latency_seconds_count{model="m",probe="steady",target="sim"} 3
-# HELP llm_probe_request_duration_seconds Time from just before the request is written to the last byte of the final event, for successful requests.
-# TYPE llm_probe_request_duration_seconds histogram
-llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="0.04"} 0
-llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="0.08"} 0
-llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="0.16"} 0
-llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="0.32"} 0
-llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="0.64"} 2
-llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="1.28"} 2
-llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="2.56"} 2
-llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="5.12"} 2
-llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="10.24"} 2
-llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="20.48"} 2
-llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="40.96"} 2
-llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="81.92"} 2
-llm_probe_request_duration_seconds_bucket{model="m",probe="steady",target="sim",le="+Inf"} 2
-llm_probe_request_duration_seconds_sum{model="m",probe="steady",target="sim"} 0.9
-llm_probe_request_duration_seconds_count{model="m",probe="steady",target="sim"} 2
-# HELP llm_probe_output_tokens_per_second Per request output tokens / end-to-end latency, for successful requests.
-# TYPE llm_probe_output_tokens_per_second histogram
-llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="1"} 0
-llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="2.5"} 1
-llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="5"} 1
-llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="10"} 1
-llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="20"} 1
-llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="50"} 2
-llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="100"} 2
-llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="200"} 2
-llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="500"} 2
-llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="1000"} 2
-llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="2000"} 2
-llm_probe_output_tokens_per_second_bucket{model="m",probe="steady",target="sim",le="+Inf"} 2
-llm_probe_output_tokens_per_second_sum{model="m",probe="steady",target="sim"} 24.5
-llm_probe_output_tokens_per_second_count{model="m",probe="steady",target="sim"} 2
-# HELP llm_probe_requests_total Probe requests by outcome.
-# TYPE llm_probe_requests_total counter
-llm_probe_requests_total{model="m",outcome="cancelled",probe="steady",target="sim"} 0
-llm_probe_requests_total{model="m",outcome="connect_error",probe="steady",target="sim"} 0
-llm_probe_requests_total{model="m",outcome="http_4xx",probe="steady",target="sim"} 0
-llm_probe_requests_total{model="m",outcome="http_5xx",probe="steady",target="sim"} 1
-llm_probe_requests_total{model="m",outcome="incomplete",probe="steady",target="sim"} 0
-llm_probe_requests_total{model="m",outcome="protocol_error",probe="steady",target="sim"} 0
-llm_probe_requests_total{model="m",outcome="stream_stalled",probe="steady",target="sim"} 0
-llm_probe_requests_total{model="m",outcome="success",probe="steady",target="sim"} 2
-llm_probe_requests_total{model="m",outcome="timeout",probe="steady",target="sim"} 0
-# HELP llm_probe_input_tokens_total Input (prompt) tokens of probe requests, as counted by the server where it reports them.
-# TYPE llm_probe_input_tokens_total counter
-llm_probe_input_tokens_total{model="m",probe="steady",target="sim"} 30
-# HELP llm_probe_output_tokens_total Output tokens received by probe requests, the server's count where it reports one, else counted from chunks.
-# TYPE llm_probe_output_tokens_total counter
-llm_probe_output_tokens_total{model="m",probe="steady",target="sim"} 12
-# HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO; cancelled requests are not judged.
-# TYPE llm_probe_slo_requests_total counter
-llm_probe_slo_requests_total{model="m",probe="steady",result="bad",slo="goodput",target="sim"} 3
-llm_probe_slo_requests_total{model="m",probe="steady",result="bad",slo="tpot",target="sim"} 2
-llm_probe_slo_requests_total{model="m",probe="steady",result="bad",slo="ttft",target="sim"} 3
-llm_probe_slo_requests_total{model="m",probe="steady",result="good",slo="goodput",target="sim"} 1
-llm_probe_slo_requests_total{model="m",probe="steady",result="good",slo="tpot",target="sim"} 2
-llm_probe_slo_requests_total{model="m",probe="steady",result="good",slo="ttft",target="sim"} 1
-# HELP llm_probe_slo_objective_ratio Target ratio of good requests for each SLO the probe declares, from the configuration.
-# TYPE llm_probe_slo_objective_ratio gauge
-llm_probe_slo_objective_ratio{model="m",probe="steady",slo="goodput",target="sim"} 0.99
-llm_probe_slo_objective_ratio{model="m",probe="steady",slo="tpot",target="sim"} 0.99
-llm_probe_slo_objective_ratio{model="m",probe="steady",slo="ttft",target="sim"} 0.99
-# HELP llm_probe_success Whether the last probe request succeeded (1) or not (0).
-# TYPE llm_probe_success gauge
-llm_probe_success{model="m",probe="steady",target="sim"} 1
-# HELP llm_probe_last_time_to_first_token_seconds TTFT of the most recent streamed probe request that received output.
-# TYPE llm_probe_last_time_to_first_token_seconds gauge
-llm_probe_last_time_to_first_token_seconds{model="m",probe="steady",target="sim"} 0.4
-# HELP llm_probe_last_run_timestamp_seconds Unix time at which the last probe request started.
-# TYPE llm_probe_last_run_timestamp_seconds gauge
-llm_probe_last_run_timestamp_seconds{model="m",probe="steady",target="sim"} 1.70000003e+09
-# HELP llm_probe_consecutive_failures Arrivals since the probe's last successful run that failed (any outcome but success, wrong_answer and cancelled) or were skipped with reason concurrency_limit or target_concurrency_limit; overdue skips and cancelled requests do not count.
-# TYPE llm_probe_consecutive_failures gauge
-llm_probe_consecutive_failures{model="m",probe="steady",target="sim"} 1
-# HELP llm_probe_failing_since_timestamp_seconds Unix time of the first arrival of the current failure streak (llm_probe_consecutive_failures); 0 while there is none.
-# TYPE llm_probe_failing_since_timestamp_seconds gauge
-llm_probe_failing_since_timestamp_seconds{model="m",probe="steady",target="sim"} 1.700000045e+09
-# HELP llm_probe_planned_interval_seconds The longest gap the probe's schedule plans between two arrivals in normal operation; absent for closed loops and probes with active windows.
-# TYPE llm_probe_planned_interval_seconds gauge
-llm_probe_planned_interval_seconds{model="m",probe="steady",target="sim"} 15
-# HELP llm_probe_skipped_total Planned probe requests the scheduler did not send, by reason.
-# TYPE llm_probe_skipped_total counter
-llm_probe_skipped_total{model="m",probe="steady",reason="concurrency_limit",target="sim"} 1
-llm_probe_skipped_total{model="m",probe="steady",reason="overdue",target="sim"} 0
-llm_probe_skipped_total{model="m",probe="steady",reason="target_concurrency_limit",target="sim"} 0
-# HELP llm_probe_phase_duration_seconds Duration of a connection phase of the probe request, for every request in which that phase happened.
-# TYPE llm_probe_phase_duration_seconds histogram
-` + phaseLines("connect", []int{0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2}, "0.005") +
-		phaseLines("dns", []int{0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, "0.001") +
-		phaseLines("first_byte", []int{0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1}, "0.15") +
-		phaseLines("write", []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, "0.0001") + `
-# HELP llm_probe_schedule_lag_seconds How late the scheduler sent a probe request relative to its planned time.
-# TYPE llm_probe_schedule_lag_seconds histogram
-llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="0.0001"} 0
-llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="0.0005"} 0
-llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="0.001"} 0
-llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="0.005"} 1
-llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="0.01"} 1
-llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="0.05"} 1
-llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="0.1"} 1
-llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="0.5"} 1
-llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="1"} 1
-llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="5"} 1
-llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="10"} 1
-llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="60"} 1
-llm_probe_schedule_lag_seconds_bucket{model="m",probe="steady",target="sim",le="+Inf"} 1
-llm_probe_schedule_lag_seconds_sum{model="m",probe="steady",target="sim"} 0.002
-llm_probe_schedule_lag_seconds_count{model="m",probe="steady",target="sim"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), allMetricNames()...); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// phaseLines renders one phase's histogram over phaseBuckets(): cumulative
-// counts for the bounds and +Inf, then the sum and the count.
-func phaseLines(phase string, cumulative []int, sum string) string {
-	var b strings.Builder
-	lbl := fmt.Sprintf(`model="m",phase=%q,probe="steady",target="sim"`, phase)
-	for i, le := range phaseBuckets() {
-		fmt.Fprintf(&b, "llm_probe_phase_duration_seconds_bucket{%s,le=\"%g\"} %d\n", lbl, le, cumulative[i])
-	}
-	n := cumulative[len(cumulative)-1]
-	fmt.Fprintf(&b, "llm_probe_phase_duration_seconds_bucket{%s,le=\"+Inf\"} %d\n", lbl, n)
-	fmt.Fprintf(&b, "llm_probe_phase_duration_seconds_sum{%s} %s\n", lbl, sum)
-	fmt.Fprintf(&b, "llm_probe_phase_duration_seconds_count{%s} %d\n", lbl, n)
-	return b.String()
 }
 
 func allMetricNames() []string {
@@ -289,7 +216,6 @@ func allMetricNames() []string {
 		"llm_probe_slo_requests_total",
 		"llm_probe_skipped_total",
 		"llm_probe_success",
-		"llm_probe_last_time_to_first_token_seconds",
 		"llm_probe_last_run_timestamp_seconds",
 		"llm_probe_slo_objective_ratio",
 		"llm_probe_consecutive_failures",
@@ -400,9 +326,6 @@ func TestNonStreamed(t *testing.T) {
 			t.Errorf("%s count = %d, want %d", name, got, want)
 		}
 	}
-	if n, _ := testutil.GatherAndCount(reg, "llm_probe_last_time_to_first_token_seconds"); n != 0 {
-		t.Errorf("last TTFT exported without any streamed answer")
-	}
 	const expected = `
 # HELP llm_probe_slo_requests_total Probe requests judged against each SLO the probe declares; failed requests, and arrivals skipped because the probe's or its target's max_in_flight was reached, are bad for every SLO; cancelled requests are not judged.
 # TYPE llm_probe_slo_requests_total counter
@@ -420,16 +343,21 @@ llm_probe_slo_requests_total{model="m",probe="p",result="good",slo="ttft",target
 
 func TestLastGaugesAbsentBeforeFirstRun(t *testing.T) {
 	m := NewProbeMetrics()
-	m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m"})
+	m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m", Protocol: probe.ProtocolOpenAIChat})
 	reg := newTestRegistry(t, m)
-	for _, name := range []string{"llm_probe_success", "llm_probe_last_run_timestamp_seconds", "llm_probe_last_time_to_first_token_seconds"} {
+	for _, name := range []string{"llm_probe_success", "llm_probe_last_run_timestamp_seconds"} {
 		if n, _ := testutil.GatherAndCount(reg, name); n != 0 {
 			t.Errorf("%s exported before any probe ran", name)
 		}
 	}
-	// Counters exist at zero for every outcome, so rate() works at once.
-	if n, _ := testutil.GatherAndCount(reg, "llm_probe_requests_total"); n != len(probe.Outcomes()) {
-		t.Errorf("requests_total series = %d, want %d", n, len(probe.Outcomes()))
+	// The success counter exists at zero, so the dashboards' variables
+	// and rate() work at once; the failure outcomes come with their first
+	// request (docs/metrics.md, "Series per probe").
+	if n, _ := testutil.GatherAndCount(reg, "llm_probe_requests_total"); n != 1 {
+		t.Errorf("requests_total series = %d, want 1", n)
+	}
+	if got := requestsTotal(t, reg, "success"); got != 0 {
+		t.Errorf("success = %v before any run", got)
 	}
 }
 
@@ -611,8 +539,10 @@ func TestUnknownOutcome(t *testing.T) {
 	reg := newTestRegistry(t, m)
 	m.Observe("sim", "p", &probe.Result{Outcome: "weird"})
 	m.Observe("sim", "p", &probe.Result{})
-	if n, _ := testutil.GatherAndCount(reg, "llm_probe_requests_total"); n != len(probe.Outcomes()) {
-		t.Errorf("requests_total has %d series, want %d", n, len(probe.Outcomes()))
+	// success and wrong_answer (any protocol's outcomes), made with the
+	// probe, and protocol_error.
+	if n, _ := testutil.GatherAndCount(reg, "llm_probe_requests_total"); n != 3 {
+		t.Errorf("requests_total has %d series, want 3", n)
 	}
 	if got := requestsTotal(t, reg, "protocol_error"); got != 2 {
 		t.Errorf("protocol_error = %v, want 2", got)
@@ -684,10 +614,24 @@ func TestNativeHistogram(t *testing.T) {
 		if len(h.GetPositiveSpan()) == 0 || len(h.GetPositiveDelta()) == 0 {
 			t.Errorf("%s: no positive spans/deltas", name)
 		}
-		if len(h.GetBucket()) == 0 {
-			t.Errorf("%s: classic buckets missing", name)
+		// Only TTFT has classic buckets beside its native histogram
+		// (families.go).
+		if got, want := finiteBuckets(h) > 0, name == "llm_probe_time_to_first_token_seconds"; got != want {
+			t.Errorf("%s: classic buckets %v, want %v", name, got, want)
 		}
 	}
+}
+
+// finiteBuckets is the number of classic le buckets of h but +Inf (which
+// client_golang adds to a native histogram to carry an exemplar).
+func finiteBuckets(h *dto.Histogram) int {
+	n := 0
+	for _, b := range h.GetBucket() {
+		if !math.IsInf(b.GetUpperBound(), 1) {
+			n++
+		}
+	}
+	return n
 }
 
 func TestExemplars(t *testing.T) {
@@ -845,9 +789,8 @@ func BenchmarkObserve(b *testing.B) {
 	}
 }
 
-// A stream that stalled after its first token: the TTFT is real, so the last
-// TTFT gauge shows it, but the latency histograms stay success-only and every
-// SLO counts it bad.
+// A stream that stalled after its first token: the latency histograms stay
+// success-only and every SLO counts it bad.
 func TestFailedStreamAfterFirstToken(t *testing.T) {
 	m := NewProbeMetrics()
 	m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m", SLO: testSLO})
@@ -855,9 +798,6 @@ func TestFailedStreamAfterFirstToken(t *testing.T) {
 	r := streamedSuccess()
 	r.Outcome = probe.OutcomeStreamStalled
 	m.Observe("sim", "p", r)
-	if got := gatherOne(t, reg, "llm_probe_last_time_to_first_token_seconds").GetMetric()[0].GetGauge().GetValue(); got != 0.2 {
-		t.Errorf("last TTFT = %v, want 0.2", got)
-	}
 	if got := gatherOne(t, reg, "llm_probe_success").GetMetric()[0].GetGauge().GetValue(); got != 0 {
 		t.Errorf("success = %v, want 0", got)
 	}
@@ -909,20 +849,26 @@ llm_probe_slo_requests_total{model="m",probe="p",result="good",slo="ttft",target
 }
 
 // A probe exports llm_probe_requests_total only for the outcomes its
-// protocol can produce (all at zero from the start); an outcome the protocol
-// cannot produce is a driver bug and counts as protocol_error.
+// protocol can produce (success and wrong_answer at zero from the start,
+// the others from their first request); an outcome the protocol cannot produce is a driver
+// bug and counts as protocol_error.
 func TestOutcomeSeriesFollowProtocol(t *testing.T) {
 	for _, p := range probe.Protocols() {
 		t.Run(p.Name, func(t *testing.T) {
 			m := NewProbeMetrics()
 			m.Add(ProbeSeries{Target: "sim", Probe: "p", Model: "m", Protocol: p.Name})
 			reg := newTestRegistry(t, m)
-			if n, _ := testutil.GatherAndCount(reg, "llm_probe_requests_total"); n != len(p.Outcomes) {
-				t.Errorf("requests_total series = %d, want %d (%v)", n, len(p.Outcomes), p.Outcomes)
+			want := 1 // success, and wrong_answer where the protocol checks answers
+			if slices.Contains(p.Outcomes, probe.OutcomeWrongAnswer) {
+				want++
+			}
+			if n, _ := testutil.GatherAndCount(reg, "llm_probe_requests_total"); n != want {
+				t.Errorf("requests_total series = %d before any request, want %d", n, want)
 			}
 			for _, o := range p.Outcomes {
-				if got := requestsTotal(t, reg, string(o)); got != 0 {
-					t.Errorf("%s = %v before any request, want 0", o, got)
+				m.Observe("sim", "p", &probe.Result{Outcome: o})
+				if got := requestsTotal(t, reg, string(o)); got != 1 {
+					t.Errorf("%s = %v after one, want 1", o, got)
 				}
 			}
 			var foreign probe.Outcome
@@ -935,8 +881,8 @@ func TestOutcomeSeriesFollowProtocol(t *testing.T) {
 				t.Fatalf("protocol %s produces every outcome; the test needs one it cannot", p.Name)
 			}
 			m.Observe("sim", "p", &probe.Result{Outcome: foreign})
-			if got := requestsTotal(t, reg, string(probe.OutcomeProtocolError)); got != 1 {
-				t.Errorf("%s (not a %s outcome) counted as protocol_error %v times, want 1", foreign, p.Name, got)
+			if got := requestsTotal(t, reg, string(probe.OutcomeProtocolError)); got != 2 {
+				t.Errorf("%s (not a %s outcome) counted as protocol_error %v times, want 1", foreign, p.Name, got-1)
 			}
 			if n, _ := testutil.GatherAndCount(reg, "llm_probe_requests_total"); n != len(p.Outcomes) {
 				t.Errorf("after a foreign outcome: requests_total series = %d, want %d", n, len(p.Outcomes))
@@ -959,6 +905,8 @@ func TestOutcomeSeriesFollowProtocolChange(t *testing.T) {
 
 // Each histogram form exposes its part only: classic buckets without a
 // native histogram, a native histogram without classic buckets, or both.
+// The summary histograms (families.go) have no classic buckets in any
+// form: only +Inf, _sum and _count in the classic one.
 func TestHistogramForms(t *testing.T) {
 	for _, form := range append(HistogramForms(), "") {
 		t.Run("form="+form, func(t *testing.T) {
@@ -972,14 +920,23 @@ func TestHistogramForms(t *testing.T) {
 			m.ObserveBurstSpread("sim", "p", time.Millisecond)
 			wantClassic := form != HistogramsNative
 			wantNative := form != HistogramsClassic
-			for _, name := range []string{"llm_probe_time_to_first_token_seconds", "llm_probe_inter_token_latency_seconds",
-				"llm_probe_phase_duration_seconds", "llm_probe_schedule_lag_seconds", "llm_probe_burst_spread_seconds"} {
+			for _, name := range []string{"llm_probe_time_to_first_token_seconds", "llm_probe_burst_spread_seconds"} {
 				h := gatherOne(t, reg, name).GetMetric()[0].GetHistogram()
-				if got := len(h.GetBucket()) > 0; got != wantClassic {
+				if got := finiteBuckets(h) > 0; got != wantClassic {
 					t.Errorf("%s: classic buckets %v, want %v", name, got, wantClassic)
 				}
 				if got := h.Schema != nil; got != wantNative {
 					t.Errorf("%s: native histogram %v, want %v", name, got, wantNative)
+				}
+			}
+			m.ObserveScheduleLag("sim", "p", time.Millisecond)
+			for _, name := range []string{"llm_probe_inter_token_latency_seconds", "llm_probe_time_per_output_token_seconds",
+				"llm_probe_request_duration_seconds", "llm_probe_output_tokens_per_second",
+				"llm_probe_phase_duration_seconds", "llm_probe_schedule_lag_seconds"} {
+				h := gatherOne(t, reg, name).GetMetric()[0].GetHistogram()
+				if finiteBuckets(h) != 0 || (h.Schema != nil) != wantNative || h.GetSampleCount() != 1 {
+					t.Errorf("%s: %d classic buckets, native %v, count %d; want no classic bucket, native %v, count 1",
+						name, finiteBuckets(h), h.Schema != nil, h.GetSampleCount(), wantNative)
 				}
 			}
 		})

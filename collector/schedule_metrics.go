@@ -49,10 +49,13 @@ func burstSpreadBuckets() []float64 {
 }
 
 type schedSeries struct {
-	s                       *series
-	outMismatch, inMismatch *counter
+	s *series
+	// The mismatch counters are created by their first mismatch: a
+	// workload that forces the length never has one.
+	outMismatch, inMismatch lazy[counter]
 	scheduled               *counter
-	inFlight                *gauge
+	// inFlight is nil when the in_flight family is switched off.
+	inFlight *gauge
 
 	// The spread histogram is created by the first burst, so probes that
 	// never burst do not export an empty one.
@@ -63,11 +66,12 @@ type schedSeries struct {
 
 func (ss *schedSeries) init(s *series) {
 	ss.s = s
-	ss.outMismatch = s.counter(s.d.sched.outMismatch)
-	ss.inMismatch = s.counter(s.d.sched.inMismatch)
 	ss.scheduled = s.counter(s.d.sched.scheduled)
-	ss.inFlight = newGauge(s.d.sched.inFlight, s.labels)
-	s.always = append(s.always, ss.outMismatch, ss.inMismatch, ss.scheduled, ss.inFlight)
+	s.always = append(s.always, ss.scheduled)
+	if !s.disabled.has(FamilyInFlight) {
+		ss.inFlight = newGauge(s.d.sched.inFlight, s.labels)
+		s.always = append(s.always, ss.inFlight)
+	}
 }
 
 func (ss *schedSeries) collect(ch chan<- prometheus.Metric) {
@@ -76,6 +80,11 @@ func (ss *schedSeries) collect(ch chan<- prometheus.Metric) {
 	ss.mu.Unlock()
 	if w != nil {
 		ch <- w
+	}
+	for _, l := range []*lazy[counter]{&ss.outMismatch, &ss.inMismatch} {
+		if c := l.load(); c != nil {
+			ch <- c
+		}
 	}
 }
 
@@ -100,7 +109,7 @@ func (m *ProbeMetrics) ObserveBurstSpread(target, probeName string, spread time.
 // requested max_tokens by more than 10%.
 func (m *ProbeMetrics) OutputLengthMismatch(target, probeName string) {
 	if s := m.lookup(target, probeName); s != nil {
-		s.sched.outMismatch.Inc()
+		s.sched.outMismatch.get(func() *counter { return s.lateCounter(s.d.sched.outMismatch) }).Inc()
 	}
 }
 
@@ -108,7 +117,7 @@ func (m *ProbeMetrics) OutputLengthMismatch(target, probeName string) {
 // missed its target by more than the tolerance.
 func (m *ProbeMetrics) InputLengthMismatch(target, probeName string) {
 	if s := m.lookup(target, probeName); s != nil {
-		s.sched.inMismatch.Inc()
+		s.sched.inMismatch.get(func() *counter { return s.lateCounter(s.d.sched.inMismatch) }).Inc()
 	}
 }
 
@@ -124,7 +133,7 @@ func (m *ProbeMetrics) Scheduled(target, probeName string) {
 // InFlight adds delta (+1 when a request is sent, -1 once its result was
 // observed) to the probe's in-flight gauge.
 func (m *ProbeMetrics) InFlight(target, probeName string, delta float64) {
-	if s := m.lookup(target, probeName); s != nil {
+	if s := m.lookup(target, probeName); s != nil && s.sched.inFlight != nil {
 		s.sched.inFlight.Add(delta)
 	}
 }

@@ -87,7 +87,8 @@ func (s *series) observeServerTimings(r *probe.Result, ok bool) {
 			continue
 		}
 		p := s.serverTimings[i].get(func() *phaseHistogram {
-			return s.newPhaseHistogram(s.d.serverTiming, serverTimingPhases[i], serverTimingPhaseBuckets(serverTimingPhases[i]))
+			return s.newPhaseHistogram(s.d.serverTiming, serverTimingPhases[i],
+				s.histogram("server_timing", serverTimingPhaseBuckets(serverTimingPhases[i])))
 		})
 		p.h.Observe(st.Duration.Seconds())
 	}

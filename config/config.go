@@ -37,6 +37,9 @@ type Config struct {
 	// Histograms is the form of every probe histogram (classic, native or
 	// both); a target's own histograms: overrides it.
 	Histograms string `yaml:"histograms"`
+	// Metrics switches families of the probe metrics off (metrics.go);
+	// a target's or a probe's own metrics: replaces it.
+	Metrics *Metrics `yaml:"metrics,omitempty"`
 
 	// Modules are probe templates without an endpoint, for /probe and for
 	// discovered targets (fleet.go).
@@ -108,6 +111,9 @@ type Target struct {
 	// Histograms is the form of the target's probe histograms: classic,
 	// native or both; the top-level histograms: when unset.
 	Histograms string `yaml:"histograms"`
+	// Metrics is the metrics: of the target's probes; the top-level one
+	// when unset.
+	Metrics *Metrics `yaml:"metrics,omitempty"`
 
 	// Triton is the tensor mapping and gRPC settings of triton_* targets.
 	Triton *Triton `yaml:"triton,omitempty"`
@@ -158,7 +164,10 @@ type Probe struct {
 	Name     string `yaml:"name"`
 	Workload string `yaml:"workload"`
 	// Stream selects streaming answers; only they have TTFT and ITL.
-	Stream   *bool    `yaml:"stream"`
+	Stream *bool `yaml:"stream"`
+	// Metrics is the probe's metrics: (metrics.go); the target's when
+	// unset.
+	Metrics  *Metrics `yaml:"metrics,omitempty"`
 	Schedule Schedule `yaml:"schedule"`
 	SLO      *SLO     `yaml:"slo,omitempty"`
 	// Timeout overrides the target's timeout for this probe.
@@ -294,6 +303,9 @@ func (c *Config) applyTargetDefaults(t *Target) {
 	if t.Histograms == "" {
 		t.Histograms = c.Histograms
 	}
+	if t.Metrics == nil {
+		t.Metrics = c.Metrics
+	}
 	if t.ServerLoadReport == "" {
 		t.ServerLoadReport = ServerLoadReportAuto
 	}
@@ -329,6 +341,9 @@ func (c *Config) applyTargetDefaults(t *Target) {
 		}
 		if p.Timeout == 0 {
 			p.Timeout = t.Timeout
+		}
+		if p.Metrics == nil {
+			p.Metrics = t.Metrics
 		}
 		if p.Workload == "" {
 			p.Workload = defaultWorkloadName
@@ -366,6 +381,7 @@ func (c *Config) validate(d *decoder) {
 		d.at("targets", "no targets configured; add at least one under targets:, or modules: for /probe and target_discovery:")
 	}
 	validateHistograms(d, "histograms", c.Histograms)
+	validateMetrics(d, "metrics", c.Metrics)
 	targetNames := map[string]int{}
 	for i, t := range c.Targets {
 		path := fmt.Sprintf("targets[%d]", i)
@@ -440,6 +456,9 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 	if t.Histograms != c.Histograms { // an inherited value was checked at the top level
 		validateHistograms(d, path+".histograms", t.Histograms)
 	}
+	if t.Metrics != c.Metrics { // likewise
+		validateMetrics(d, path+".metrics", t.Metrics)
+	}
 	validateTriton(d, path, t)
 	validatePooling(d, path, t)
 	validateDiscovery(d, path, t, proto, known)
@@ -483,6 +502,9 @@ func (c *Config) validateTarget(d *decoder, path string, t *Target) {
 		}
 		p.Schedule.validate(d, pp+".schedule", t.MaxInFlight)
 		positive(d, pp+".timeout", p.Timeout)
+		if p.Metrics != t.Metrics { // an inherited value was checked with the target
+			validateMetrics(d, pp+".metrics", p.Metrics)
+		}
 		p.validateAssert(d, pp, t.Protocol)
 		p.validateCancel(d, pp, t, c.Workloads[p.Workload])
 		p.validateSequence(d, pp, t.Protocol)

@@ -152,7 +152,7 @@ func (e *Engine) Apply(cfg *config.Config) {
 				planned = 0 // no steady gap: not exported
 			}
 			e.metrics.Add(collector.ProbeSeries{Target: t.Name, Probe: pc.Name, Model: model, SLO: pc.CollectorSLO(), Protocol: t.Protocol, Histograms: t.Histograms,
-				Asserts: len(pc.Assertions()) > 0, PlannedInterval: planned})
+				Asserts: len(pc.Assertions()) > 0, PlannedInterval: planned, Disabled: pc.DisabledMetrics()})
 			info := Info{Target: t.Name, Probe: pc.Name, Model: model, Protocol: t.Protocol, Endpoint: t.Endpoint(),
 				Assertions: pc.Assertions().Names(), Histograms: t.Histograms, Cancel: pc.Cancel != nil, Sequence: pc.Sequence(), SequenceMode: pc.SequenceMode()}
 			for _, s := range e.sinks {

@@ -34,6 +34,24 @@ local promql = import '../lib/promql.libsonnet';
     for q in qs
   ],
 
+  // quantilesOrMean is the one query of a summary histogram's panel, a
+  // histogram the prober exports without classic buckets (docs/metrics.md,
+  // "Series per probe"): with native histograms its quantiles, a line
+  // each labelled stat="p<percentile>"; from classic series, which have
+  // no bucket but +Inf, the mean over the window (stat="mean"), the most
+  // they can tell. Legends "<stat> <legendPrefix>".
+  quantilesOrMean(metric, matchers, by, legendPrefix, qs)::
+    local w = '$__rate_interval';
+    [g.q(promql.eitherForm(
+      std.join(' or ', [
+        'label_replace(%s, "stat", "p%s", "", "")'
+        % [promql.histogramQuantileForms(q, metric, matchers, by, w).native, $.percentile(q)]
+        for q in qs
+      ]),
+      'label_replace(sum by (%s) (rate(%s[%s])) / sum by (%s) (rate(%s[%s])), "stat", "mean", "", "")'
+      % [by, promql.series(metric + '_sum', matchers), w, by, promql.series(metric + '_count', matchers), w],
+    ), '{{stat}} ' + legendPrefix)],
+
   // Value mappings of 0/1 gauges.
   okMapping(bad, good):: g.withValueMapping({ '0': [bad, 'red'], '1': [good, 'green'] }),
   okSteps:: [['red', null], ['green', 1]],

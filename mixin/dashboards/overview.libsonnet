@@ -184,27 +184,27 @@ local common = import 'common.libsonnet';
         ) + g.size(12, 9),
         g.timeseries(
           'Time per output token',
-          '(end-to-end − TTFT) / (output tokens − 1), per request.',
+          '(end-to-end − TTFT) / (output tokens − 1), per request. Percentiles from the native histogram; where Prometheus stores classic series only, the mean (this histogram has no classic buckets: docs/metrics.md, \"Series per probe\").',
           's',
-          common.quantiles('llm_probe_time_per_output_token_seconds', ps, byProbe, probeLegend, ['0.5', '0.9', '0.99']),
+          common.quantilesOrMean('llm_probe_time_per_output_token_seconds', ps, byProbe, probeLegend, ['0.5', '0.9', '0.99']),
         ) + g.size(12, 9),
         g.timeseries(
           'Inter-token latency',
-          'Each gap between output chunks divided by the tokens of the later chunk, one observation per token: stalls stay visible.',
+          'Each gap between output chunks divided by the tokens of the later chunk, one observation per token: stalls stay visible. Percentiles from the native histogram; where Prometheus stores classic series only, the mean (this histogram has no classic buckets: docs/metrics.md, \"Series per probe\").',
           's',
-          common.quantiles('llm_probe_inter_token_latency_seconds', ps, byProbe, probeLegend, ['0.5', '0.9', '0.99']),
+          common.quantilesOrMean('llm_probe_inter_token_latency_seconds', ps, byProbe, probeLegend, ['0.5', '0.9', '0.99']),
         ) + g.size(12, 9),
         g.timeseries(
           'Request duration (end to end)',
-          'From request start to the last byte of the final event, successful requests.',
+          'From request start to the last byte of the final event, successful requests. Percentiles from the native histogram; where Prometheus stores classic series only, the mean (this histogram has no classic buckets: docs/metrics.md, \"Series per probe\").',
           's',
-          common.quantiles('llm_probe_request_duration_seconds', ps, byProbe, probeLegend, ['0.5', '0.9', '0.99']),
+          common.quantilesOrMean('llm_probe_request_duration_seconds', ps, byProbe, probeLegend, ['0.5', '0.9', '0.99']),
         ) + g.size(12, 9),
         g.timeseries(
           'Tokens per second per request',
-          'Output tokens / end-to-end latency of each successful request, as a client experiences it; the low percentile is the slow tail.',
+          'Output tokens / end-to-end latency of each successful request, as a client experiences it; the low percentile is the slow tail. Percentiles from the native histogram; where Prometheus stores classic series only, the mean (this histogram has no classic buckets: docs/metrics.md, \"Series per probe\").',
           'suffix: tok/s',
-          common.quantiles('llm_probe_output_tokens_per_second', ps, byProbe, probeLegend, ['0.5', '0.1']),
+          common.quantilesOrMean('llm_probe_output_tokens_per_second', ps, byProbe, probeLegend, ['0.5', '0.1']),
         ) + g.size(12, 9),
 
         g.row('Throughput and outcomes'),
@@ -275,10 +275,10 @@ local common = import 'common.libsonnet';
 
         g.collapsedRow('Connection phases'),
         g.timeseries(
-          'Phase duration p95',
-          'dns, connect, tls, write (request written) and first_byte (response head), from httptrace, whatever the outcome. A phase that did not happen (connect on a pooled connection) is not observed. Phase buckets are the same for every probe, so they sum across probes.',
+          'Phase duration p95 (or mean)',
+          'dns, connect, tls, write (request written) and first_byte (response head), from httptrace, whatever the outcome. A phase that did not happen (connect on a pooled connection) is not observed. p95 from the native histogram, which sums across probes; where Prometheus stores classic series only, the mean (phases have no classic buckets: docs/metrics.md, "Series per probe").',
           's',
-          common.quantiles('llm_probe_phase_duration_seconds', ps, 'target, phase', '{{target}} {{phase}}', ['0.95']),
+          common.quantilesOrMean('llm_probe_phase_duration_seconds', ps, 'target, phase', '{{target}} {{phase}}', ['0.95']),
         ) + g.size(12, 8),
         g.timeseries(
           'Phases per second',
@@ -290,9 +290,9 @@ local common = import 'common.libsonnet';
         g.collapsedRow('Schedule health'),
         g.timeseries(
           'Schedule lag',
-          'How late requests went out relative to their planned time. Seconds mean an overloaded prober, and its latencies under-sample slow periods.',
+          'How late requests went out relative to their planned time. Seconds mean an overloaded prober, and its latencies under-sample slow periods. Percentiles from the native histogram; where Prometheus stores classic series only, the mean (this histogram has no classic buckets: docs/metrics.md, \"Series per probe\").',
           's',
-          common.quantiles('llm_probe_schedule_lag_seconds', ps, byProbe, probeLegend, ['0.99', '0.5']),
+          common.quantilesOrMean('llm_probe_schedule_lag_seconds', ps, byProbe, probeLegend, ['0.99', '0.5']),
         ) + g.size(12, 8),
         g.timeseries(
           'Skipped probes',
