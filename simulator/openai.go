@@ -160,7 +160,7 @@ func (s *Server) handleOpenAI(chat bool) http.HandlerFunc {
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBodyBytes))
 		received := time.Now()
-		entry := s.truth.add(RequestRecord{
+		entry := s.truth.add(withArrival(r.Context(), RequestRecord{
 			ID:               id,
 			TraceID:          traceIDOf(r.Header.Get(headerTraceParent)),
 			Protocol:         fe.protocol(),
@@ -168,7 +168,7 @@ func (s *Server) handleOpenAI(chat bool) http.HandlerFunc {
 			ReceivedUnixNano: received.UnixNano(),
 			Faults:           []string{},
 			Chunks:           []ChunkRecord{},
-		})
+		}))
 		fail := func(e *apiError) {
 			writeBody(w, e.status, "application/json", fe.apiErrorBody(e))
 			entry.update(func(rec *RequestRecord) {
