@@ -47,6 +47,15 @@ func (c *arrivalConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// SetLinger reaches the TCP connection underneath, for the reset fault
+// (gen.go), which must send an RST rather than a FIN.
+func (c *arrivalConn) SetLinger(sec int) error {
+	if tcp, ok := c.Conn.(*net.TCPConn); ok {
+		return tcp.SetLinger(sec)
+	}
+	return nil
+}
+
 // rearm is called when the connection turns idle: the next bytes read are
 // the next request's first.
 func (c *arrivalConn) rearm() {

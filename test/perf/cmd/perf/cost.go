@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/llm-prober/llm-prober/simulator"
 )
 
 // costPair is one prober window and one raw-client window run back to
@@ -18,6 +20,11 @@ type costPair struct {
 	proberTok, rawTok    int
 	proberReqs, rawReqs  int
 	proberFail, rawFails int
+	// proberGaps and rawGaps are the gaps between consecutive content
+	// chunks that the simulator actually produced for a sample of each
+	// window's requests (its ground truth): the requested gap is only a
+	// timer's wish, and Go timers on a VM wake up to a millisecond late.
+	proberGaps, rawGaps []time.Duration
 }
 
 // usPerToken is CPU µs per output token.
@@ -86,6 +93,53 @@ func (r costRow) tokensPerSecond(prober bool) summary {
 	return summarize(xs)
 }
 
+// gaps is the median and p90 of the chunk gaps the simulator produced
+// for one client's sampled requests across the row's pairs.
+func (r costRow) gaps(prober bool) (p50, p90 float64) {
+	var all []time.Duration
+	for _, p := range r.pairs {
+		if prober {
+			all = append(all, p.proberGaps...)
+		} else {
+			all = append(all, p.rawGaps...)
+		}
+	}
+	return durQuantile(all, 0.5), durQuantile(all, 0.9)
+}
+
+// chunkGaps fetches the ground truth of ids (outside any measured
+// window) and returns the time between consecutive content chunks of
+// each, as the simulator flushed them.
+func (s *simProcess) chunkGaps(ids []string) []time.Duration {
+	var qs []truthQuery
+	for _, id := range ids {
+		qs = append(qs, truthQuery{id: id})
+	}
+	var out []time.Duration
+	for _, a := range s.truths(qs) {
+		if a.err == nil {
+			out = append(out, contentGaps(a.rec.Chunks)...)
+		}
+	}
+	return out
+}
+
+// contentGaps is the time between consecutive content chunks.
+func contentGaps(chunks []simulator.ChunkRecord) []time.Duration {
+	var out []time.Duration
+	var prev int64
+	for _, c := range chunks {
+		if !c.Content {
+			continue
+		}
+		if prev != 0 {
+			out = append(out, time.Duration(c.UnixNano-prev))
+		}
+		prev = c.UnixNano
+	}
+	return out
+}
+
 // measureCost runs, for each chunk gap (the simulator's decode time per
 // token, in a simulator of its own) and each stream count, a warm-up of
 // both clients and then o.pairs interleaved pairs of closed-loop windows.
@@ -131,11 +185,13 @@ func (h *harness) costRow(ctx context.Context, gap time.Duration, n int) (costRo
 				return err
 			}
 			p.prober, p.proberTok, p.proberReqs, p.proberFail = ps.use, ps.tokens, ps.requests, ps.requests-ps.success
+			p.proberGaps = h.sim.chunkGaps(ps.last.ids)
 			return nil
 		}
 		raw := func() {
 			rs := h.runRaw(ctx, sh, h.o.pairWindow, false)
 			p.raw, p.rawTok, p.rawReqs, p.rawFails = rs.use, rs.tokens, rs.requests, rs.failed
+			p.rawGaps = h.sim.chunkGaps(rs.last.ids)
 		}
 		if p.proberFirst {
 			if err := prober(); err != nil {

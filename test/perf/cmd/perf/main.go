@@ -53,7 +53,9 @@ type options struct {
 	costGaps       string
 	costStreams    string
 	overheadCounts string
-	burstDuration  time.Duration
+	burstCount     int
+	burstPeriods   []time.Duration
+	traceDir       string
 	daemonDuration time.Duration
 	profileDir     string
 	outputTokens   int
@@ -77,13 +79,20 @@ func main() {
 	flag.StringVar(&o.costGaps, "cost-gaps", "200us,0", "chunk gaps of the cost rows (0: back to back)")
 	flag.StringVar(&o.costStreams, "cost-streams", "16,64", "stream counts of the cost rows")
 	flag.StringVar(&o.overheadCounts, "overhead-streams", "1,16,64", "stream counts of the overhead steps")
-	flag.DurationVar(&o.burstDuration, "burst-duration", 30*time.Second, "measured time of bursts, with and without the lead each (one burst per second)")
+	flag.IntVar(&o.burstCount, "bursts", 12, "measured bursts of 64 per client and period")
+	burstPeriods := flag.String("burst-periods", "1s,5s", "periods of the burst rows")
+	flag.StringVar(&o.traceDir, "trace-dir", "", "write a runtime/trace of three prober bursts into this directory (after the measured ones)")
 	flag.DurationVar(&o.daemonDuration, "daemon-duration", 20*time.Second, "how long the 100-probe daemon probes before it is measured (the 1000-probe one: 1.5 times that)")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "write CPU profiles into this directory: each overhead step's prober window, and one extra window of each client after each cost row's pairs (adds overhead)")
 	flag.IntVar(&o.outputTokens, "output-tokens", 100, "max_tokens of every request (ignore_eos, so exactly this many)")
 	flag.DurationVar(&o.decode, "decode", 3*time.Millisecond, "simulator time per output token (not for the cost pairs, which set their own)")
 	flag.DurationVar(&o.ttft, "ttft", 20*time.Millisecond, "simulator base time to first token")
 	flag.Parse()
+	var err error
+	if o.burstPeriods, err = durations("-burst-periods", *burstPeriods); err != nil {
+		fmt.Fprintln(os.Stderr, "perf:", err)
+		os.Exit(2)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -247,6 +256,19 @@ func costRows(o options) ([]time.Duration, []int, error) {
 	}
 	streams, err := streamCounts("-cost-streams", o.costStreams)
 	return gaps, streams, err
+}
+
+// durations parses a flag's comma-separated positive durations.
+func durations(flagName, s string) ([]time.Duration, error) {
+	var ds []time.Duration
+	for f := range strings.SplitSeq(s, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("%s: %q is not a positive duration", flagName, f)
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
 }
 
 // streamCounts parses a flag's comma-separated stream counts.
