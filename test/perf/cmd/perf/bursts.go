@@ -115,10 +115,10 @@ func (h *harness) burstWindow(ctx context.Context, r *burstRow, n, count int) ([
 		r.bursts += len(rb.writes)
 		return rb.reqs, nil
 	}
-	// The runner fires the first burst one period after it starts: a
-	// window of count periods plus a little holds count bursts.
+	// The runner fires the first burst as it starts: a window of
+	// count-1 periods and a half holds count bursts.
 	ps, err := h.runProber(ctx, shape{kind: burstEvery, n: n, lead: engine.BurstLead, period: r.period},
-		time.Duration(count)*r.period+r.period/2, true)
+		time.Duration(count-1)*r.period+r.period/2, true)
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +284,7 @@ func rawBursts(ctx context.Context, sim *simProcess, body []byte, n int, period 
 			id := fmt.Sprintf("%s-%d-%d", prefix, b, i)
 			reqs[i] = fmt.Appendf(nil, "POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n%s: %s\r\nContent-Length: %d\r\n\r\n%s",
 				u.Host, simulator.HeaderRequestID, id, len(body), body)
-			st.reqs = append(st.reqs, burstReq{group: int64(b), id: id})
+			st.reqs = append(st.reqs, burstReq{group: next.UnixNano(), id: id})
 		}
 		release := make(chan struct{})
 		starts := make([]time.Time, n)

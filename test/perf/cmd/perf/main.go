@@ -5,18 +5,21 @@
 // ProbeMetrics), and a minimal raw net/http client beside it as the floor.
 // It prints plain-text tables that two runs can be diffed with:
 //
+//   - series: how many series one openai_chat probe with an SLO costs
+//     Prometheus, per histogram form (the daemon's /metrics);
 //   - overhead: the prober's TTFT minus the simulator's own time from
 //     having read the request to having flushed the first token (ground
 //     truth at /debug/requests/{id}), at 1, 16 and 64 streams, with the raw
 //     client measured the same way;
 //   - cost: this process's CPU per output token (getrusage RUSAGE_SELF, so
 //     the simulator is excluded), prober ÷ raw client, in interleaved A/B
-//     pairs, at 200 µs chunk gaps and back to back, 16 and 64 streams;
+//     pairs, asking for 200 µs chunk gaps and back to back, 16 and 64
+//     streams, each row with the gaps the simulator really produced;
 //   - the daemon with 100 and 1 000 probes configured: RSS and /metrics
 //     over HTTP;
-//   - bursts of 64: spread of the requests' starts and of their arrival at
-//     the simulator, with and without the burst lead (prepare, then
-//     release together);
+//   - bursts of 64 at periods of 1 s and 5 s, pooled and new connections:
+//     spread of the prober's writes and of their arrival at the simulator
+//     (first byte, head, body), beside two raw clients as floors;
 //   - schedule accuracy at 200 requests/s, constant and Poisson;
 //   - micro-benchmarks (go test -bench) of the parse → Result → metrics
 //     path and of /metrics rendering.
@@ -64,7 +67,7 @@ type options struct {
 }
 
 // allSections in the order they run and print.
-var allSections = []string{"overhead", "cost", "daemon", "bursts", "schedules", "micro"}
+var allSections = []string{"series", "overhead", "cost", "daemon", "bursts", "schedules", "micro"}
 
 func main() {
 	var o options
@@ -159,6 +162,19 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			defer h.close()
 			return f(h)
 		}
+	}
+	if err := step("series", func() error {
+		s, err := mainSim()
+		if err != nil {
+			return err
+		}
+		rows, err := measureSeries(ctx, o, s)
+		if err == nil {
+			printSeries(out, rows)
+		}
+		return err
+	}); err != nil {
+		return err
 	}
 	if err := step("overhead", withHarness(func(h *harness) error {
 		streams, err := streamCounts("-overhead-streams", o.overheadCounts)

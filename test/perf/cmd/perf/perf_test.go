@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/llm-prober/llm-prober/simulator"
 )
 
@@ -94,5 +97,29 @@ func TestIDRing(t *testing.T) {
 	}
 	if len(r.ids) != gapSample || !slices.Contains(r.ids, strconv.Itoa(gapSample+2)) || slices.Contains(r.ids, "2") {
 		t.Errorf("ring %v: want the last %d ids", r.ids, gapSample)
+	}
+}
+
+func TestCountProbeSeries(t *testing.T) {
+	lp := func(v string) []*dto.LabelPair {
+		return []*dto.LabelPair{{Name: proto.String("probe"), Value: proto.String(v)}}
+	}
+	buckets := []*dto.Bucket{{UpperBound: proto.Float64(0.1)}, {UpperBound: proto.Float64(1)}}
+	fams := []*dto.MetricFamily{
+		{Name: proto.String("llm_probe_requests_total"), Metric: []*dto.Metric{
+			{Label: lp("p"), Counter: &dto.Counter{Value: proto.Float64(4)}},
+			{Label: lp("other"), Counter: &dto.Counter{Value: proto.Float64(9)}},
+		}},
+		// classic only: 2 buckets + the +Inf one + _sum + _count
+		{Name: proto.String("classic"), Metric: []*dto.Metric{{Label: lp("p"), Histogram: &dto.Histogram{Bucket: buckets}}}},
+		// native only: one series
+		{Name: proto.String("native"), Metric: []*dto.Metric{{Label: lp("p"), Histogram: &dto.Histogram{Schema: proto.Int32(3), ZeroThreshold: proto.Float64(0)}}}},
+		// both: 5 + 1
+		{Name: proto.String("both"), Metric: []*dto.Metric{{Label: lp("p"), Histogram: &dto.Histogram{Bucket: buckets, Schema: proto.Int32(3)}}}},
+		{Name: proto.String("unlabelled"), Metric: []*dto.Metric{{Gauge: &dto.Gauge{Value: proto.Float64(1)}}}},
+	}
+	req, total, by := countProbeSeries(fams, "p")
+	if req != 4 || total != 1+5+1+6 || by["classic"] != 5 || by["native"] != 1 || by["both"] != 6 || by["unlabelled"] != 0 {
+		t.Errorf("requests %v, total %d, by %v", req, total, by)
 	}
 }
