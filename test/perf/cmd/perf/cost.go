@@ -15,11 +15,18 @@ import (
 // back under the same load; which ran first alternates between pairs, so
 // a drift in the machine's load does not favour one client.
 type costPair struct {
-	proberFirst          bool
+	// order is the order its windows ran in: P prober (the harness's
+	// direct path), D the daemon's path (engine.Engine with its sinks),
+	// R the raw client.
+	order                string
 	prober, raw          usage
 	proberTok, rawTok    int
 	proberReqs, rawReqs  int
 	proberFail, rawFails int
+	daemon               usage
+	daemonTok, daemonReq int
+	daemonFail           int
+	daemonGaps           []time.Duration
 	// proberGaps and rawGaps are the gaps between consecutive content
 	// chunks that the simulator actually produced for a sample of each
 	// window's requests (its ground truth): the requested gap is only a
@@ -37,6 +44,11 @@ func usPerToken(u usage, tokens int) float64 {
 
 func (p costPair) ratio() float64 {
 	return usPerToken(p.prober, p.proberTok) / usPerToken(p.raw, p.rawTok)
+}
+
+// daemonRatio is the daemon's path per token over the raw client's.
+func (p costPair) daemonRatio() float64 {
+	return usPerToken(p.daemon, p.daemonTok) / usPerToken(p.raw, p.rawTok)
 }
 
 type costRow struct {
@@ -69,6 +81,22 @@ func (r costRow) ratios() summary {
 	return summarize(xs)
 }
 
+func (r costRow) daemonRatios() summary {
+	var xs []float64
+	for _, p := range r.pairs {
+		xs = append(xs, p.daemonRatio())
+	}
+	return summarize(xs)
+}
+
+func (r costRow) daemonPerToken() summary {
+	var xs []float64
+	for _, p := range r.pairs {
+		xs = append(xs, usPerToken(p.daemon, p.daemonTok))
+	}
+	return summarize(xs)
+}
+
 func (r costRow) perToken(prober bool) summary {
 	var xs []float64
 	for _, p := range r.pairs {
@@ -94,13 +122,17 @@ func (r costRow) tokensPerSecond(prober bool) summary {
 }
 
 // gaps is the median and p90 of the chunk gaps the simulator produced
-// for one client's sampled requests across the row's pairs.
-func (r costRow) gaps(prober bool) (p50, p90 float64) {
+// for one client's sampled requests across the row's pairs: P prober, D
+// daemon's path, R raw.
+func (r costRow) gaps(client byte) (p50, p90 float64) {
 	var all []time.Duration
 	for _, p := range r.pairs {
-		if prober {
+		switch client {
+		case 'P':
 			all = append(all, p.proberGaps...)
-		} else {
+		case 'D':
+			all = append(all, p.daemonGaps...)
+		default:
 			all = append(all, p.rawGaps...)
 		}
 	}
@@ -177,8 +209,14 @@ func (h *harness) costRow(ctx context.Context, gap time.Duration, n int) (costRo
 		return row, err
 	}
 	h.runRaw(ctx, sh, h.o.warmup, false)
+	if _, _, err := h.runDaemonPath(ctx, n, h.o.warmup); err != nil {
+		return row, err
+	}
+	// The three windows of a pair rotate, so that each client runs first,
+	// second and third equally often.
+	orders := []string{"PDR", "DRP", "RPD"}
 	for i := range h.o.pairs {
-		p := costPair{proberFirst: i%2 == 0}
+		p := costPair{order: orders[i%len(orders)]}
 		prober := func() error {
 			ps, err := h.runProber(ctx, sh, h.o.pairWindow, false)
 			if err != nil {
@@ -193,14 +231,26 @@ func (h *harness) costRow(ctx context.Context, gap time.Duration, n int) (costRo
 			p.raw, p.rawTok, p.rawReqs, p.rawFails = rs.use, rs.tokens, rs.requests, rs.failed
 			p.rawGaps = h.sim.chunkGaps(rs.last.ids)
 		}
-		if p.proberFirst {
-			if err := prober(); err != nil {
-				return row, err
+		daemon := func() error {
+			use, c, err := h.runDaemonPath(ctx, n, h.o.pairWindow)
+			if err != nil {
+				return err
 			}
-			raw()
-		} else {
-			raw()
-			if err := prober(); err != nil {
+			p.daemon, p.daemonTok, p.daemonReq, p.daemonFail = use, c.tokens, c.requests, c.requests-c.success
+			p.daemonGaps = h.sim.chunkGaps(c.last.ids)
+			return nil
+		}
+		for _, w := range p.order {
+			var err error
+			switch w {
+			case 'P':
+				err = prober()
+			case 'D':
+				err = daemon()
+			case 'R':
+				raw()
+			}
+			if err != nil {
 				return row, err
 			}
 		}
@@ -211,8 +261,9 @@ func (h *harness) costRow(ctx context.Context, gap time.Duration, n int) (costRo
 
 // profileCost writes, with -profile-dir, a CPU profile of one more window
 // of each client after the pairs: outside the measured pairs, because
-// profiling costs CPU of its own, and of both clients, so that what the
-// prober pays on top of the raw client can be read off the two.
+// profiling costs CPU of its own, and of every client, so that what the
+// prober pays on top of the raw client can be read off the two, and
+// what the daemon's path pays on top of the prober's.
 func (h *harness) profileCost(ctx context.Context, sh shape, gap time.Duration) error {
 	if h.o.profileDir == "" || ctx.Err() != nil {
 		return ctx.Err()
@@ -232,5 +283,13 @@ func (h *harness) profileCost(ctx context.Context, sh shape, gap time.Duration) 
 	}
 	h.runRaw(ctx, sh, h.o.pairWindow, false)
 	stop()
+	if stop, err = h.startProfile("daemon-" + name); err != nil {
+		return err
+	}
+	_, _, err = h.runDaemonPath(ctx, sh.n, h.o.pairWindow)
+	stop()
+	if err != nil {
+		return err
+	}
 	return ctx.Err()
 }

@@ -57,34 +57,34 @@ func gapName(d time.Duration) string {
 }
 
 func printCost(out io.Writer, rows []costRow, o options) {
-	fmt.Fprintf(out, "## (b) CPU of this process per output token (getrusage; simulator excluded): prober / raw read-and-discard client, %d interleaved pairs of %v windows; median [min, max]\n", o.pairs, o.pairWindow)
+	fmt.Fprintf(out, "## (b) CPU of this process per output token (getrusage; simulator excluded): prober (direct path) and daemon path (engine.Engine + sinks) / raw read-and-discard client, %d interleaved triples of %v windows; median [min, max]\n", o.pairs, o.pairWindow)
 	tw := newTable(out)
-	fmt.Fprintln(tw, "chunk_gap\tproduced_gap_p50/p90_us(prober)\t(raw)\tstreams\tprober_tok/s\traw_tok/s\tprober_us/tok\traw_us/tok\tratio_median\tratio_min\tratio_max\tfailed\tratios_in_order\t")
+	fmt.Fprintln(tw, "chunk_gap\tproduced_gap_p50/p90_us(P)\t(D)\t(R)\tstreams\tprober_tok/s\traw_tok/s\tprober_us/tok\tdaemon_us/tok\traw_us/tok\tprober/raw\tdaemon/raw\tdaemon/prober\tfailed\tratios_in_order(P,D)\t")
+	gap := func(r costRow, c byte) string {
+		g50, g90 := r.gaps(c)
+		return num(1e6*g50, 0) + "/" + num(1e6*g90, 0)
+	}
+	rng := func(s summary) string { return num(s.median, 2) + " [" + num(s.min, 2) + "-" + num(s.max, 2) + "]" }
 	for _, r := range rows {
-		rt, pt := r.ratios(), r.perToken(true)
-		rr := r.perToken(false)
+		pt, dt, rr := r.perToken(true), r.daemonPerToken(), r.perToken(false)
 		failed := 0
 		var order string
+		var dp []float64
 		for i, p := range r.pairs {
-			failed += p.proberFail + p.rawFails
+			failed += p.proberFail + p.rawFails + p.daemonFail
 			if i > 0 {
 				order += " "
 			}
-			first := "P"
-			if !p.proberFirst {
-				first = "R"
-			}
-			order += first + ":" + num(p.ratio(), 2)
+			order += p.order + ":" + num(p.ratio(), 2) + "," + num(p.daemonRatio(), 2)
+			dp = append(dp, p.daemonRatio()/p.ratio())
 		}
-		pg50, pg90 := r.gaps(true)
-		rg50, rg90 := r.gaps(false)
-		fmt.Fprintf(tw, "%s\t%s/%s\t%s/%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", gapName(r.gap),
-			num(1e6*pg50, 0), num(1e6*pg90, 0), num(1e6*rg50, 0), num(1e6*rg90, 0), r.streams,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", gapName(r.gap),
+			gap(r, 'P'), gap(r, 'D'), gap(r, 'R'), r.streams,
 			num(r.tokensPerSecond(true).median, 0), num(r.tokensPerSecond(false).median, 0),
-			num(pt.median, 2), num(rr.median, 2), num(rt.median, 2), num(rt.min, 2), num(rt.max, 2), failed, order)
+			num(pt.median, 2), num(dt.median, 2), num(rr.median, 2), rng(r.ratios()), rng(r.daemonRatios()), rng(summarize(dp)), failed, order)
 	}
 	tw.Flush()
-	fmt.Fprintln(out, "ratios_in_order: P: the prober's window ran first in the pair, R: the raw client's")
+	fmt.Fprintln(out, "ratios_in_order: each triple's window order (P prober, D daemon path, R raw) and its prober/raw, daemon/raw")
 	fmt.Fprintf(out, "produced_gap: time between consecutive content chunks as the simulator flushed them (ground truth of the last %d requests of every window); the asked gap is a timer's wish\n", gapSample)
 }
 
