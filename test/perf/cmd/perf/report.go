@@ -59,10 +59,10 @@ func gapName(d time.Duration) string {
 func printCost(out io.Writer, rows []costRow, o options) {
 	fmt.Fprintf(out, "## (b) CPU of this process per output token (getrusage; simulator excluded): prober (direct path) and daemon path (engine.Engine + sinks) / raw read-and-discard client, %d interleaved triples of %v windows; median [min, max]\n", o.pairs, o.pairWindow)
 	tw := newTable(out)
-	fmt.Fprintln(tw, "chunk_gap\tproduced_gap_p50/p90_us(P)\t(D)\t(R)\tstreams\tprober_tok/s\traw_tok/s\tprober_us/tok\tdaemon_us/tok\traw_us/tok\tprober/raw\tdaemon/raw\tdaemon/prober\tfailed\tratios_in_order(P,D)\t")
+	fmt.Fprintln(tw, "chunk_gap\tproduced_gap_p50/p90/mean_us(P)\t(D)\t(R)\tstreams\tprober_tok/s\traw_tok/s\tprober_us/tok\tdaemon_us/tok\traw_us/tok\tprober/raw\tdaemon/raw\tdaemon/prober\tfailed\tratios_in_order(P,D)\t")
 	gap := func(r costRow, c byte) string {
-		g50, g90 := r.gaps(c)
-		return num(1e6*g50, 0) + "/" + num(1e6*g90, 0)
+		g50, g90, mean := r.gaps(c)
+		return num(1e6*g50, 0) + "/" + num(1e6*g90, 0) + "/" + num(1e6*mean, 0)
 	}
 	rng := func(s summary) string { return num(s.median, 2) + " [" + num(s.min, 2) + "-" + num(s.max, 2) + "]" }
 	for _, r := range rows {
@@ -85,7 +85,7 @@ func printCost(out io.Writer, rows []costRow, o options) {
 	}
 	tw.Flush()
 	fmt.Fprintln(out, "ratios_in_order: each triple's window order (P prober, D daemon path, R raw) and its prober/raw, daemon/raw")
-	fmt.Fprintf(out, "produced_gap: time between consecutive content chunks as the simulator flushed them (ground truth of the last %d requests of every window); the asked gap is a timer's wish\n", gapSample)
+	fmt.Fprintf(out, "produced_gap: time between consecutive content chunks as the simulator flushed them, median/p90/mean (ground truth of the last %d requests of every window); the asked gap is a timer's wish\n", gapSample)
 }
 
 func printBursts(out io.Writer, rows []burstRow, o options) {
