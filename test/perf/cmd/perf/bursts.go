@@ -67,13 +67,17 @@ type burstReq struct {
 	id    string
 }
 
-// bursts runs, for each period, the prober and both raw clients, in two
-// alternating rounds after an unmeasured burst window of the prober.
+// bursts runs the prober at each period and both raw clients at the
+// first (a floor does not depend on the period: they dial or keep their
+// connections the same way at any), in two alternating rounds after an
+// unmeasured burst window of the prober.
 func (h *harness) bursts(ctx context.Context, n int, conns string) ([]burstRow, error) {
 	var rows []burstRow
-	for _, p := range h.o.burstPeriods {
-		for _, c := range []string{clientProber, clientBarrier, clientOneWriter} {
-			rows = append(rows, burstRow{client: c, conns: conns, period: p})
+	for i, p := range h.o.burstPeriods {
+		rows = append(rows, burstRow{client: clientProber, conns: conns, period: p})
+		if i == 0 {
+			rows = append(rows, burstRow{client: clientBarrier, conns: conns, period: p},
+				burstRow{client: clientOneWriter, conns: conns, period: p})
 		}
 	}
 	if _, err := h.runProber(ctx, shape{kind: burstEvery, n: n, lead: engine.BurstLead, period: time.Second}, h.o.warmup, false); err != nil {

@@ -82,7 +82,7 @@ func main() {
 	flag.StringVar(&o.costGaps, "cost-gaps", "200us,0", "chunk gaps of the cost rows (0: back to back)")
 	flag.StringVar(&o.costStreams, "cost-streams", "16,64", "stream counts of the cost rows")
 	flag.StringVar(&o.overheadCounts, "overhead-streams", "1,16,64", "stream counts of the overhead steps")
-	flag.IntVar(&o.burstCount, "bursts", 12, "measured bursts of 64 per client and period")
+	flag.IntVar(&o.burstCount, "bursts", 10, "measured bursts of 64 per client and period (the raw floors run at the first period only)")
 	burstPeriods := flag.String("burst-periods", "1s,5s", "periods of the burst rows")
 	flag.StringVar(&o.traceDir, "trace-dir", "", "write a runtime/trace of three prober bursts into this directory (after the measured ones)")
 	flag.DurationVar(&o.daemonDuration, "daemon-duration", 20*time.Second, "how long the 100-probe daemon probes before it is measured (the 1000-probe one: 1.5 times that)")
