@@ -118,8 +118,11 @@ func TestCountProbeSeries(t *testing.T) {
 		{Name: proto.String("both"), Metric: []*dto.Metric{{Label: lp("p"), Histogram: &dto.Histogram{Bucket: buckets, Schema: proto.Int32(3)}}}},
 		{Name: proto.String("unlabelled"), Metric: []*dto.Metric{{Gauge: &dto.Gauge{Value: proto.Float64(1)}}}},
 	}
-	req, total, by := countProbeSeries(fams, "p")
-	if req != 4 || total != 1+5+1+6 || by["classic"] != 5 || by["native"] != 1 || by["both"] != 6 || by["unlabelled"] != 0 {
-		t.Errorf("requests %v, total %d, by %v", req, total, by)
+	req, by, classic, native, other := countProbeSeries(fams, "p")
+	if req != 4 || by["classic"] != 5 || by["native"] != 1 || by["both"] != 6 || by["unlabelled"] != 0 {
+		t.Errorf("requests %v, by %v", req, by)
+	}
+	if classic != 10 || native != 2 || other != 1 {
+		t.Errorf("classic %d native %d other %d, want 10, 2, 1", classic, native, other)
 	}
 }

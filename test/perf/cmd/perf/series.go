@@ -24,7 +24,11 @@ import (
 // (which carries the native part) and the series that name the probe are
 // counted as Prometheus stores them: a counter or gauge is one series, a
 // classic histogram one per bucket plus _sum and _count, a native
-// histogram one.
+// histogram one. The histograms' classic and native parts are counted
+// apart: a Prometheus that ingests native histograms keeps only the
+// native part of a histogram that has one, unless told to scrape the
+// classic part too (always_scrape_classic_histograms); in native form the
+// probe's histograms still carry a classic bucket per SLO threshold.
 
 // seriesModes are the histogram forms, in the order they print.
 var seriesModes = []string{"classic", "native", "both"}
@@ -34,7 +38,9 @@ type seriesCount struct {
 	mode string
 	// requests is the probe's requests when it was scraped.
 	requests float64
-	total    int
+	// total counts every part; classic and native the histograms' parts,
+	// other the counters and gauges.
+	total, classic, native, other int
 	// families maps each family name to its series for the probe.
 	families map[string]int
 }
@@ -112,7 +118,8 @@ func seriesOf(ctx context.Context, o options, sim *simProcess, mode string) (ser
 		if err != nil {
 			return sc, err
 		}
-		sc.requests, sc.total, sc.families = countProbeSeries(fams, seriesProbe)
+		sc.requests, sc.families, sc.classic, sc.native, sc.other = countProbeSeries(fams, seriesProbe)
+		sc.total = sc.classic + sc.native + sc.other
 		if sc.requests >= seriesRequestsWant {
 			return sc, nil
 		}
@@ -157,8 +164,10 @@ func scrapeFamilies(url string) ([]*dto.MetricFamily, error) {
 }
 
 // countProbeSeries counts the series of metrics labelled probe=name, as
-// Prometheus stores them, and sums its llm_probe_requests_total.
-func countProbeSeries(fams []*dto.MetricFamily, name string) (requests float64, total int, by map[string]int) {
+// Prometheus stores them (by family, and the histograms' classic and
+// native parts apart from the other series), and sums its
+// llm_probe_requests_total.
+func countProbeSeries(fams []*dto.MetricFamily, name string) (requests float64, by map[string]int, classic, native, other int) {
 	by = map[string]int{}
 	for _, mf := range fams {
 		for _, m := range mf.GetMetric() {
@@ -167,29 +176,34 @@ func countProbeSeries(fams []*dto.MetricFamily, name string) (requests float64, 
 			}
 			n := 1
 			if h := m.GetHistogram(); h != nil {
-				n = 0
+				c := 0
 				if len(h.GetBucket()) > 0 {
 					// Every classic bucket (+Inf included, which the
 					// exposition adds when absent) plus _sum and _count.
-					n = len(h.GetBucket()) + 2
+					c = len(h.GetBucket()) + 2
 					if last := h.GetBucket()[len(h.GetBucket())-1]; !math.IsInf(last.GetUpperBound(), 1) {
-						n++
+						c++
 					}
 				}
+				classic += c
+				n = c
 				if isNative(h) {
+					native++
 					n++
 				}
-			} else if s := m.GetSummary(); s != nil {
-				n = len(s.GetQuantile()) + 2
+			} else {
+				if s := m.GetSummary(); s != nil {
+					n = len(s.GetQuantile()) + 2
+				}
+				other += n
 			}
 			by[mf.GetName()] += n
-			total += n
 			if mf.GetName() == "llm_probe_requests_total" {
 				requests += m.GetCounter().GetValue()
 			}
 		}
 	}
-	return requests, total, by
+	return requests, by, classic, native, other
 }
 
 // isNative reports whether a histogram carries a native part: a schema
@@ -210,9 +224,15 @@ func hasLabel(m *dto.Metric, name, value string) bool {
 func printSeries(out io.Writer, rows []seriesCount) {
 	fmt.Fprintln(out, "## (f) Series per probe: one openai_chat probe with an SLO, the daemon's /metrics as protobuf, counted as Prometheus stores them")
 	tw := newTable(out)
-	fmt.Fprintln(tw, "histograms\trequests\tseries\t")
+	fmt.Fprintln(tw, "histograms\trequests\tseries_all_parts\thistogram_classic_part\thistogram_native_part\tcounters_gauges\tseries_native_ingested\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%.0f\t%d\t\n", r.mode, r.requests, r.total)
+		// A Prometheus ingesting native histograms keeps only the native
+		// part of a histogram that has one.
+		ingested := r.total
+		if r.native > 0 {
+			ingested = r.native + r.other
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%d\t%d\t%d\t%d\t%d\t\n", r.mode, r.requests, r.total, r.classic, r.native, r.other, ingested)
 	}
 	tw.Flush()
 	for _, r := range rows {
@@ -228,4 +248,5 @@ func printSeries(out io.Writer, rows []seriesCount) {
 		fmt.Fprintln(out)
 	}
 	fmt.Fprintln(out, "classic histogram: a series per bucket + _sum + _count; native: one series; counters and gauges: one")
+	fmt.Fprintln(out, "series_native_ingested: what a Prometheus with native histograms on keeps by default (native part only where there is one; always_scrape_classic_histograms keeps all parts)")
 }
