@@ -28,7 +28,8 @@ import (
 // apart: a Prometheus that ingests native histograms keeps only the
 // native part of a histogram that has one, unless told to scrape the
 // classic part too (always_scrape_classic_histograms); in native form the
-// probe's histograms still carry a classic bucket per SLO threshold.
+// histograms with exemplars (TTFT, request duration) still carry a lone
+// +Inf classic bucket.
 
 // seriesModes are the histogram forms, in the order they print.
 var seriesModes = []string{"classic", "native", "both"}
