@@ -92,6 +92,10 @@ func main() {
 	flag.DurationVar(&o.ttft, "ttft", 20*time.Millisecond, "simulator base time to first token")
 	flag.Parse()
 	var err error
+	if o.burstCount < 2 {
+		fmt.Fprintf(os.Stderr, "perf: -bursts %d: want at least 2 (they run in two alternating rounds)\n", o.burstCount)
+		os.Exit(2)
+	}
 	if o.burstPeriods, err = durations("-burst-periods", *burstPeriods); err != nil {
 		fmt.Fprintln(os.Stderr, "perf:", err)
 		os.Exit(2)
