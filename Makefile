@@ -218,14 +218,16 @@ soak-long:
 	SOAK_LONG_DURATION=$(SOAK_LONG_DURATION) SOAK_LONG_PROBES=$(SOAK_LONG_PROBES) LLM_PROBER_REQUIRE_PROMTOOL=1 \
 		$(GO) test ./test/soaklong -run '^TestSoakLong$$' -count=1 -v -timeout 3h
 
-# Performance harness (docs/performance.md), about 10 minutes: the
-# simulator in its own process; client overhead against its ground truth at
-# 1, 16 and 64 streams; CPU of the prober vs a raw net/http client in
-# interleaved pairs; the daemon with 100 and 1000 probes (RSS, /metrics);
-# bursts of 64 with and without the release barrier; 200/s constant and
-# Poisson; the hot-path and /metrics benchmarks. Prints plain tables to diff
-# between runs. `make test` only compiles, vets and unit-tests its
-# arithmetic. BENCH_FLAGS e.g. -sections bursts -burst-duration 60s.
+# Performance harness (docs/performance.md), about 20 minutes: the
+# simulator in its own process; series per probe in each histogram form;
+# client overhead against its ground truth at 1, 16 and 64 streams; CPU per
+# token of the prober and of the daemon's path vs a raw net/http client in
+# interleaved triples, with the chunk gaps the simulator produced; the
+# daemon with 100 and 1000 probes (RSS, /metrics); bursts of 64 at periods
+# of 1 s and 5 s, written and arrived; 200/s constant and Poisson; the
+# hot-path and /metrics benchmarks. Prints plain tables to diff between
+# runs. `make test` only compiles, vets and unit-tests its arithmetic.
+# BENCH_FLAGS e.g. -sections bursts -bursts 20 -trace-dir /tmp/trace.
 BENCH_FLAGS ?=
 bench: build
 	$(GO) run ./test/perf/cmd/perf -bin ./$(BINARY) -go $(GO) $(BENCH_FLAGS)

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -675,7 +674,8 @@ func (j *job) closeConnection(reset bool) {
 		if tc, ok := c.(*tls.Conn); ok {
 			c = tc.NetConn()
 		}
-		if tcp, ok := c.(*net.TCPConn); ok {
+		// A *net.TCPConn, or the arrivalConn wrapping one.
+		if tcp, ok := c.(interface{ SetLinger(int) error }); ok {
 			_ = tcp.SetLinger(0)
 		}
 	}

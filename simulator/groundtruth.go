@@ -29,6 +29,15 @@ type RequestRecord struct {
 	// ReceivedUnixNano is when the request had been read whole (for the
 	// HTTP protocols: after its body was read).
 	ReceivedUnixNano int64 `json:"received_unix_nano"`
+	// FirstByteUnixNano is when the server's first read of the request
+	// returned data, and HeadersUnixNano when its head had been parsed
+	// and the handler called (HTTP protocols; arrival.go). Both come from
+	// the monotonic clock anchored at the server's start, so differences
+	// between requests (a burst's arrival spread) are exact. First byte
+	// is 0 when unknown: a request read while its connection was not idle
+	// (pipelined), or a server not started with Serve.
+	FirstByteUnixNano int64 `json:"first_byte_unix_nano,omitempty"`
+	HeadersUnixNano   int64 `json:"headers_unix_nano,omitempty"`
 	// ModelLoadNanos is how long the request waited for the model to be
 	// loaded (faults.model_load_delay, the model_load fault); 0 when it
 	// was resident.

@@ -189,7 +189,7 @@ func (s *Server) serveOpenAIStyle(newStyle func(*http.Request) openAIStyle) http
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBodyBytes))
 		received := time.Now()
-		entry := s.truth.add(RequestRecord{
+		entry := s.truth.add(withArrival(r.Context(), RequestRecord{
 			ID:               id,
 			TraceID:          traceIDOf(r.Header.Get(headerTraceParent)),
 			Protocol:         st.protocol,
@@ -197,7 +197,7 @@ func (s *Server) serveOpenAIStyle(newStyle func(*http.Request) openAIStyle) http
 			ReceivedUnixNano: received.UnixNano(),
 			Faults:           []string{},
 			Chunks:           []ChunkRecord{},
-		})
+		}))
 		fail := func(e *apiError) {
 			writeBody(w, e.status, "application/json", fe.apiErrorBody(e))
 			entry.update(func(rec *RequestRecord) {

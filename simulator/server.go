@@ -129,6 +129,7 @@ func (s *Server) track(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.inflight.Add(1)
 		defer s.inflight.Done()
+		r = s.stampArrival(r)
 		if !s.cfg.Faults.CloseAfterStream || r.ProtoMajor != 1 {
 			h.ServeHTTP(w, r)
 			return
@@ -204,7 +205,13 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelDebug),
+		// Each request's first byte is taken at the connection (arrival.go).
+		ConnState: arrivalConnState,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, arrivalConnKey{}, c)
+		},
 	}
+	l = &arrivalListener{Listener: l, epoch: s.started}
 	s.logger.Info("simulated LLM server listening", "address", l.Addr().String(), "models", s.cfg.ServedModelNames)
 
 	errc := make(chan error, 1)

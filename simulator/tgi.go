@@ -231,11 +231,11 @@ func (s *Server) startNative(w http.ResponseWriter, r *http.Request, protocol st
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBodyBytes))
 	st := &nativeStart{id: id, body: body, received: time.Now()}
-	st.entry = s.truth.add(RequestRecord{
+	st.entry = s.truth.add(withArrival(r.Context(), RequestRecord{
 		ID: id, TraceID: traceIDOf(r.Header.Get(headerTraceParent)),
 		Protocol: protocol, Path: r.URL.Path, ReceivedUnixNano: st.received.UnixNano(),
 		Faults: []string{}, Chunks: []ChunkRecord{},
-	})
+	}))
 	if err != nil {
 		status, msg := http.StatusBadRequest, fmt.Sprintf("reading request body: %v", err)
 		var mbe *http.MaxBytesError

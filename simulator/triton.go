@@ -376,11 +376,11 @@ func (s *Server) handleTritonGenerate(stream bool) http.HandlerFunc {
 			w.Header().Set(HeaderRequestID, id)
 		}
 		received := time.Now()
-		entry := s.truth.add(RequestRecord{
+		entry := s.truth.add(withArrival(r.Context(), RequestRecord{
 			ID: id, TraceID: traceIDOf(r.Header.Get(headerTraceParent)),
 			Protocol: "triton_generate", Path: r.URL.Path, ReceivedUnixNano: received.UnixNano(),
 			Faults: []string{}, Chunks: []ChunkRecord{},
-		})
+		}))
 		fail := func(e *tritonError) {
 			writeBody(w, e.status, "application/json", fe.errorBody(e.status, e.msg))
 			entry.update(func(rec *RequestRecord) { rec.Status, rec.Error = e.status, e.msg })

@@ -34,17 +34,16 @@ const (
 	closedLoop   shapeKind = iota // n streams kept in flight
 	poissonRate                   // open loop, Poisson arrivals at rate/s
 	constantRate                  // open loop, evenly spaced at rate/s
-	burstEvery                    // n requests at once every burstPeriod
+	burstEvery                    // n requests at once every period
 )
-
-const burstPeriod = time.Second
 
 type shape struct {
 	kind shapeKind
 	n    int
 	rate float64
-	// lead is the burst lead (schedule.Job.BurstLead) of a burst shape.
-	lead time.Duration
+	// lead is the burst lead (schedule.Job.BurstLead) of a burst shape,
+	// period its time between bursts.
+	lead, period time.Duration
 }
 
 func (s shape) String() string {
@@ -143,6 +142,28 @@ type proberStats struct {
 	spreads           []time.Duration
 	requests, success int
 	tokens            int
+	// last holds the ids of the last successful requests, whose chunk
+	// gaps the cost rows read from ground truth.
+	last idRing
+}
+
+// idRing keeps the last gapSample ids added.
+type idRing struct {
+	ids  []string
+	next int
+}
+
+// gapSample is how many requests of each cost window have their chunk
+// gaps read from the simulator's ground truth.
+const gapSample = 50
+
+func (r *idRing) add(id string) {
+	if len(r.ids) < gapSample {
+		r.ids = append(r.ids, id)
+		return
+	}
+	r.ids[r.next] = id
+	r.next = (r.next + 1) % gapSample
 }
 
 // runProber drives the real engine for d: a schedule runner job whose Run
@@ -161,7 +182,7 @@ func (h *harness) runProber(ctx context.Context, sh shape, d time.Duration, reco
 	case constantRate:
 		spec.Rate = sh.rate
 	case burstEvery:
-		spec.Burst, spec.Period = sh.n, burstPeriod
+		spec.Burst, spec.Period = sh.n, sh.period
 	}
 	p := &engine.Probe{Target: perfTarget, Name: perfProbe, Model: perfModel, Stream: true,
 		Timeout: 30 * time.Second, Driver: h.driver, Workload: h.work}
@@ -191,6 +212,7 @@ func (h *harness) runProber(ctx context.Context, sh shape, d time.Duration, reco
 			if ok {
 				ps.success++
 				ps.tokens += res.OutputTokens
+				ps.last.add(res.RequestID)
 			}
 			if record {
 				ps.runs = append(ps.runs, probeRun{res: res, planned: tk.Planned})
@@ -218,6 +240,9 @@ func (h *harness) runProber(ctx context.Context, sh shape, d time.Duration, reco
 // rawClient is the floor: net/http, the same request body, the body read
 // in a loop into a fixed buffer, nothing parsed, nothing recorded.
 type rawClient struct {
+	// prefix makes the ids of this client's requests unique in the
+	// simulator's ground truth across harnesses.
+	prefix string
 	url    string
 	body   []byte
 	tokens int
@@ -235,7 +260,7 @@ func newRawClient(base string, tokens int) *rawClient {
 	}
 	body := fmt.Sprintf(`{"max_tokens":%d,"messages":[{"role":"user","content":%q}],"model":%q,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}`,
 		tokens, prompt, perfModel)
-	return &rawClient{url: base + "/v1/chat/completions", body: []byte(body), tokens: tokens,
+	return &rawClient{prefix: "raw-" + strconv.FormatUint(rand.Uint64(), 36) + "-", url: base + "/v1/chat/completions", body: []byte(body), tokens: tokens,
 		client: &http.Client{Transport: tr}, tr: tr}
 }
 
@@ -265,25 +290,27 @@ func firstContent(b []byte) bool {
 	}
 }
 
-// do sends one request and reads the whole body; false on any failure.
-// With ttft it also names the request and times its first content chunk
-// the way the prober does (from just before the request is handed to
-// net/http), scanning what it reads until then; without, it only reads.
-func (c *rawClient) do(ctx context.Context, ttft *rawTTFT) bool {
+// do sends one request, named as the prober names its own (so both pay
+// for an id), and reads the whole body; false on any failure. With ttft
+// it also times its first content chunk the way the prober does (from
+// just before the request is handed to net/http), scanning what it reads
+// until then; without, it only reads.
+func (c *rawClient) do(ctx context.Context, ttft *rawTTFT) (string, bool) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(c.body))
 	if err != nil {
-		return false
+		return "", false
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
+	id := c.prefix + strconv.FormatInt(c.seq.Add(1), 10)
+	req.Header.Set("X-Request-Id", id)
 	if ttft != nil {
-		ttft.id = "raw-" + strconv.FormatInt(c.seq.Add(1), 10) + "-" + strconv.FormatUint(rand.Uint64(), 36)
-		req.Header.Set("X-Request-Id", ttft.id)
+		ttft.id = id
 	}
 	start := time.Now()
 	resp, err := c.client.Do(req)
 	if err != nil {
-		return false
+		return id, false
 	}
 	defer resp.Body.Close()
 	var buf [4096]byte
@@ -299,10 +326,10 @@ func (c *rawClient) do(ctx context.Context, ttft *rawTTFT) bool {
 			tail = append(tail[:0], buf[max(n-len(contentKey), 0):n]...)
 		}
 		if err == io.EOF {
-			return resp.StatusCode == http.StatusOK
+			return id, resp.StatusCode == http.StatusOK
 		}
 		if err != nil {
-			return false
+			return id, false
 		}
 	}
 }
@@ -311,6 +338,7 @@ type rawStats struct {
 	use                      usage
 	requests, failed, tokens int
 	ttfts                    []rawTTFT
+	last                     idRing
 }
 
 // runRaw drives the raw client with a shape for d: n goroutines in a loop
@@ -329,8 +357,11 @@ func runRawClient(ctx context.Context, sim *simProcess, c *rawClient, sh shape, 
 		if ttft {
 			t = &rawTTFT{}
 		}
-		if c.do(ctx, t) {
+		if id, good := c.do(ctx, t); good {
 			ok.Add(1)
+			mu.Lock()
+			rs.last.add(id)
+			mu.Unlock()
 			if t != nil && t.ttft > 0 {
 				mu.Lock()
 				rs.ttfts = append(rs.ttfts, *t)

@@ -5,18 +5,21 @@
 // ProbeMetrics), and a minimal raw net/http client beside it as the floor.
 // It prints plain-text tables that two runs can be diffed with:
 //
+//   - series: how many series one openai_chat probe with an SLO costs
+//     Prometheus, per histogram form (the daemon's /metrics);
 //   - overhead: the prober's TTFT minus the simulator's own time from
 //     having read the request to having flushed the first token (ground
 //     truth at /debug/requests/{id}), at 1, 16 and 64 streams, with the raw
 //     client measured the same way;
 //   - cost: this process's CPU per output token (getrusage RUSAGE_SELF, so
 //     the simulator is excluded), prober ÷ raw client, in interleaved A/B
-//     pairs, at 200 µs chunk gaps and back to back, 16 and 64 streams;
+//     pairs, asking for 200 µs chunk gaps and back to back, 16 and 64
+//     streams, each row with the gaps the simulator really produced;
 //   - the daemon with 100 and 1 000 probes configured: RSS and /metrics
 //     over HTTP;
-//   - bursts of 64: spread of the requests' starts and of their arrival at
-//     the simulator, with and without the burst lead (prepare, then
-//     release together);
+//   - bursts of 64 at periods of 1 s and 5 s, pooled and new connections:
+//     spread of the prober's writes and of their arrival at the simulator
+//     (first byte, head, body), beside two raw clients as floors;
 //   - schedule accuracy at 200 requests/s, constant and Poisson;
 //   - micro-benchmarks (go test -bench) of the parse → Result → metrics
 //     path and of /metrics rendering.
@@ -53,7 +56,9 @@ type options struct {
 	costGaps       string
 	costStreams    string
 	overheadCounts string
-	burstDuration  time.Duration
+	burstCount     int
+	burstPeriods   []time.Duration
+	traceDir       string
 	daemonDuration time.Duration
 	profileDir     string
 	outputTokens   int
@@ -62,7 +67,7 @@ type options struct {
 }
 
 // allSections in the order they run and print.
-var allSections = []string{"overhead", "cost", "daemon", "bursts", "schedules", "micro"}
+var allSections = []string{"series", "overhead", "cost", "daemon", "bursts", "schedules", "micro"}
 
 func main() {
 	var o options
@@ -77,13 +82,24 @@ func main() {
 	flag.StringVar(&o.costGaps, "cost-gaps", "200us,0", "chunk gaps of the cost rows (0: back to back)")
 	flag.StringVar(&o.costStreams, "cost-streams", "16,64", "stream counts of the cost rows")
 	flag.StringVar(&o.overheadCounts, "overhead-streams", "1,16,64", "stream counts of the overhead steps")
-	flag.DurationVar(&o.burstDuration, "burst-duration", 30*time.Second, "measured time of bursts, with and without the lead each (one burst per second)")
+	flag.IntVar(&o.burstCount, "bursts", 10, "measured bursts of 64 per client and period (the raw floors run at the first period only)")
+	burstPeriods := flag.String("burst-periods", "1s,5s", "periods of the burst rows")
+	flag.StringVar(&o.traceDir, "trace-dir", "", "write a runtime/trace of three prober bursts into this directory (after the measured ones)")
 	flag.DurationVar(&o.daemonDuration, "daemon-duration", 20*time.Second, "how long the 100-probe daemon probes before it is measured (the 1000-probe one: 1.5 times that)")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "write CPU profiles into this directory: each overhead step's prober window, and one extra window of each client after each cost row's pairs (adds overhead)")
 	flag.IntVar(&o.outputTokens, "output-tokens", 100, "max_tokens of every request (ignore_eos, so exactly this many)")
 	flag.DurationVar(&o.decode, "decode", 3*time.Millisecond, "simulator time per output token (not for the cost pairs, which set their own)")
 	flag.DurationVar(&o.ttft, "ttft", 20*time.Millisecond, "simulator base time to first token")
 	flag.Parse()
+	var err error
+	if o.burstCount < 2 {
+		fmt.Fprintf(os.Stderr, "perf: -bursts %d: want at least 2 (they run in two alternating rounds)\n", o.burstCount)
+		os.Exit(2)
+	}
+	if o.burstPeriods, err = durations("-burst-periods", *burstPeriods); err != nil {
+		fmt.Fprintln(os.Stderr, "perf:", err)
+		os.Exit(2)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -150,6 +166,19 @@ func run(ctx context.Context, o options, out io.Writer) error {
 			defer h.close()
 			return f(h)
 		}
+	}
+	if err := step("series", func() error {
+		s, err := mainSim()
+		if err != nil {
+			return err
+		}
+		rows, err := measureSeries(ctx, o, s)
+		if err == nil {
+			printSeries(out, rows)
+		}
+		return err
+	}); err != nil {
+		return err
 	}
 	if err := step("overhead", withHarness(func(h *harness) error {
 		streams, err := streamCounts("-overhead-streams", o.overheadCounts)
@@ -247,6 +276,19 @@ func costRows(o options) ([]time.Duration, []int, error) {
 	}
 	streams, err := streamCounts("-cost-streams", o.costStreams)
 	return gaps, streams, err
+}
+
+// durations parses a flag's comma-separated positive durations.
+func durations(flagName, s string) ([]time.Duration, error) {
+	var ds []time.Duration
+	for f := range strings.SplitSeq(s, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("%s: %q is not a positive duration", flagName, f)
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
 }
 
 // streamCounts parses a flag's comma-separated stream counts.

@@ -107,6 +107,9 @@ func (h *harness) startProfile(name string) (stop func(), err error) {
 	if h.o.profileDir == "" {
 		return func() {}, nil
 	}
+	if err := os.MkdirAll(h.o.profileDir, 0o755); err != nil {
+		return nil, err
+	}
 	f, err := os.Create(filepath.Join(h.o.profileDir, name+".pprof"))
 	if err != nil {
 		return nil, err

@@ -2,10 +2,14 @@ package main
 
 import (
 	"math"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
-	"github.com/llm-prober/llm-prober/probe"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/llm-prober/llm-prober/simulator"
 )
 
@@ -55,13 +59,9 @@ func TestOverheadFromRecord(t *testing.T) {
 	}
 }
 
-func TestServerSpreads(t *testing.T) {
-	t0 := time.Unix(100, 0)
-	run := func(id string, planned time.Time) probeRun {
-		return probeRun{res: &probe.Result{RequestID: id}, planned: planned}
-	}
-	runs := []probeRun{run("a", t0), run("b", t0), run("c", t0), run("d", t0.Add(time.Second)), run("e", t0.Add(time.Second))}
-	got := serverSpreads(runs, map[string]int64{"a": 50, "b": 10, "c": 30, "d": 5})
+func TestGroupSpreads(t *testing.T) {
+	reqs := []burstReq{{1, "a"}, {1, "b"}, {1, "c"}, {2, "d"}, {2, "e"}}
+	got := groupSpreads(reqs, map[string]int64{"a": 50, "b": 10, "c": 30, "d": 5})
 	if len(got) != 1 || got[0] != 40 {
 		t.Errorf("spreads %v, want [40ns] (the second burst lacks a record)", got)
 	}
@@ -73,5 +73,56 @@ func TestSample(t *testing.T) {
 	}
 	if got := sample([]int{1, 2}, 5); len(got) != 2 {
 		t.Errorf("sample of fewer: %v", got)
+	}
+}
+
+func TestContentGaps(t *testing.T) {
+	chunks := []simulator.ChunkRecord{
+		{UnixNano: 100, Kind: "role"},
+		{UnixNano: 1000, Kind: "content", Content: true},
+		{UnixNano: 1600, Kind: "content", Content: true},
+		{UnixNano: 1700, Kind: "usage"},
+		{UnixNano: 2700, Kind: "content", Content: true},
+	}
+	got := contentGaps(chunks)
+	if len(got) != 2 || got[0] != 600 || got[1] != 1100 {
+		t.Errorf("gaps %v, want [600ns 1.1µs] (content chunks only)", got)
+	}
+}
+
+func TestIDRing(t *testing.T) {
+	var r idRing
+	for i := range gapSample + 3 {
+		r.add(strconv.Itoa(i))
+	}
+	if len(r.ids) != gapSample || !slices.Contains(r.ids, strconv.Itoa(gapSample+2)) || slices.Contains(r.ids, "2") {
+		t.Errorf("ring %v: want the last %d ids", r.ids, gapSample)
+	}
+}
+
+func TestCountProbeSeries(t *testing.T) {
+	lp := func(v string) []*dto.LabelPair {
+		return []*dto.LabelPair{{Name: proto.String("probe"), Value: proto.String(v)}}
+	}
+	buckets := []*dto.Bucket{{UpperBound: proto.Float64(0.1)}, {UpperBound: proto.Float64(1)}}
+	fams := []*dto.MetricFamily{
+		{Name: proto.String("llm_probe_requests_total"), Metric: []*dto.Metric{
+			{Label: lp("p"), Counter: &dto.Counter{Value: proto.Float64(4)}},
+			{Label: lp("other"), Counter: &dto.Counter{Value: proto.Float64(9)}},
+		}},
+		// classic only: 2 buckets + the +Inf one + _sum + _count
+		{Name: proto.String("classic"), Metric: []*dto.Metric{{Label: lp("p"), Histogram: &dto.Histogram{Bucket: buckets}}}},
+		// native only: one series
+		{Name: proto.String("native"), Metric: []*dto.Metric{{Label: lp("p"), Histogram: &dto.Histogram{Schema: proto.Int32(3), ZeroThreshold: proto.Float64(0)}}}},
+		// both: 5 + 1
+		{Name: proto.String("both"), Metric: []*dto.Metric{{Label: lp("p"), Histogram: &dto.Histogram{Bucket: buckets, Schema: proto.Int32(3)}}}},
+		{Name: proto.String("unlabelled"), Metric: []*dto.Metric{{Gauge: &dto.Gauge{Value: proto.Float64(1)}}}},
+	}
+	req, by, classic, native, other := countProbeSeries(fams, "p")
+	if req != 4 || by["classic"] != 5 || by["native"] != 1 || by["both"] != 6 || by["unlabelled"] != 0 {
+		t.Errorf("requests %v, by %v", req, by)
+	}
+	if classic != 10 || native != 2 || other != 1 {
+		t.Errorf("classic %d native %d other %d, want 10, 2, 1", classic, native, other)
 	}
 }

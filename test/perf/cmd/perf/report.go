@@ -47,54 +47,63 @@ func printOverhead(out io.Writer, rows []overheadRow, o options) {
 	tw.Flush()
 }
 
+// gapName names a cost row by the gap it asked the simulator for; the
+// table prints the gaps actually produced beside it.
 func gapName(d time.Duration) string {
 	if d == 0 {
-		return "0 (back to back)"
+		return "asked 0 (back to back)"
 	}
-	return d.String()
+	return "asked " + d.String()
 }
 
 func printCost(out io.Writer, rows []costRow, o options) {
-	fmt.Fprintf(out, "## (b) CPU of this process per output token (getrusage; simulator excluded): prober / raw read-and-discard client, %d interleaved pairs of %v windows; median [min, max]\n", o.pairs, o.pairWindow)
+	fmt.Fprintf(out, "## (b) CPU of this process per output token (getrusage; simulator excluded): prober (direct path) and daemon path (engine.Engine + sinks) / raw read-and-discard client, %d interleaved triples of %v windows; median [min, max]\n", o.pairs, o.pairWindow)
 	tw := newTable(out)
-	fmt.Fprintln(tw, "chunk_gap\tstreams\tprober_tok/s\traw_tok/s\tprober_us/tok\traw_us/tok\tratio_median\tratio_min\tratio_max\tfailed\tratios_in_order\t")
+	fmt.Fprintln(tw, "chunk_gap\tproduced_gap_p50/p90/mean_us(P)\t(D)\t(R)\tstreams\tprober_tok/s\traw_tok/s\tprober_us/tok\tdaemon_us/tok\traw_us/tok\tprober/raw\tdaemon/raw\tdaemon/prober\tfailed\tratios_in_order(P,D)\t")
+	gap := func(r costRow, c byte) string {
+		g50, g90, mean := r.gaps(c)
+		return num(1e6*g50, 0) + "/" + num(1e6*g90, 0) + "/" + num(1e6*mean, 0)
+	}
+	rng := func(s summary) string { return num(s.median, 2) + " [" + num(s.min, 2) + "-" + num(s.max, 2) + "]" }
 	for _, r := range rows {
-		rt, pt := r.ratios(), r.perToken(true)
-		rr := r.perToken(false)
+		pt, dt, rr := r.perToken(true), r.daemonPerToken(), r.perToken(false)
 		failed := 0
 		var order string
+		var dp []float64
 		for i, p := range r.pairs {
-			failed += p.proberFail + p.rawFails
+			failed += p.proberFail + p.rawFails + p.daemonFail
 			if i > 0 {
 				order += " "
 			}
-			first := "P"
-			if !p.proberFirst {
-				first = "R"
-			}
-			order += first + ":" + num(p.ratio(), 2)
+			order += p.order + ":" + num(p.ratio(), 2) + "," + num(p.daemonRatio(), 2)
+			dp = append(dp, p.daemonRatio()/p.ratio())
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", gapName(r.gap), r.streams,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", gapName(r.gap),
+			gap(r, 'P'), gap(r, 'D'), gap(r, 'R'), r.streams,
 			num(r.tokensPerSecond(true).median, 0), num(r.tokensPerSecond(false).median, 0),
-			num(pt.median, 2), num(rr.median, 2), num(rt.median, 2), num(rt.min, 2), num(rt.max, 2), failed, order)
+			num(pt.median, 2), num(dt.median, 2), num(rr.median, 2), rng(r.ratios()), rng(r.daemonRatios()), rng(summarize(dp)), failed, order)
 	}
 	tw.Flush()
-	fmt.Fprintln(out, "ratios_in_order: P: the prober's window ran first in the pair, R: the raw client's")
+	fmt.Fprintln(out, "ratios_in_order: each triple's window order (P prober, D daemon path, R raw) and its prober/raw, daemon/raw")
+	fmt.Fprintf(out, "produced_gap: time between consecutive content chunks as the simulator flushed them, median/p90/mean (ground truth of the last %d requests of every window); the asked gap is a timer's wish\n", gapSample)
 }
 
 func printBursts(out io.Writer, rows []burstRow, o options) {
-	fmt.Fprintf(out, "## (d) Bursts of 64 every second, %v per variant in 2 alternating rounds; spread = first to last, µs\n", o.burstDuration)
+	fmt.Fprintf(out, "## (d) Bursts of 64, %d measured per client and period in 2 alternating rounds; spread = first to last of a burst, µs: p50 / p99 / max\n", o.burstCount)
 	tw := newTable(out)
-	fmt.Fprintln(tw, "variant\tconnections\tbursts\tsent\tskipped\tfailed\tnew_conns\tstart_spread_p50\tstart_spread_p99\tstart_spread_max\tserver_spread_p50\tserver_spread_p99\tserver_spread_max\tlag_p50\tlag_p99\tmissing\t")
+	fmt.Fprintln(tw, "client\tconnections\tperiod\tbursts\tsent\tskipped\tfailed\tnew_conns\twrite_spread\tarrival_first_byte\tarrival_headers\tarrival_body_read\tlag_p50\tlag_p99\tmissing\t")
+	spread := func(ds []time.Duration) string {
+		return num(1e6*durQuantile(ds, 0.5), 0) + " / " + num(1e6*durQuantile(ds, 0.99), 0) + " / " + num(1e6*durQuantile(ds, 1), 0)
+	}
 	for _, r := range rows {
-		lags, failed, dials := lagsOf(r.runs)
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", r.name, r.conns, len(r.spreads), len(r.runs), r.skipped, failed, dials,
-			num(1e6*durQuantile(r.spreads, 0.5), 0), num(1e6*durQuantile(r.spreads, 0.99), 0), num(1e6*durQuantile(r.spreads, 1), 0),
-			num(1e6*durQuantile(r.serverSpreads, 0.5), 0), num(1e6*durQuantile(r.serverSpreads, 0.99), 0), num(1e6*durQuantile(r.serverSpreads, 1), 0),
-			num(1e6*durQuantile(lags, 0.5), 0), num(1e6*durQuantile(lags, 0.99), 0), r.missing)
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", r.client, r.conns, r.period, r.bursts, r.sent, r.skipped, r.failed, r.dials,
+			spread(r.writes), spread(r.firstByte), spread(r.headers), spread(r.received),
+			num(1e6*durQuantile(r.lags, 0.5), 0), num(1e6*durQuantile(r.lags, 0.99), 0), r.missing)
 	}
 	tw.Flush()
-	fmt.Fprintln(out, "start_spread: Result.Start, as llm_probe_burst_spread_seconds; server_spread: the simulator's time of having read each request")
+	fmt.Fprintln(out, "write_spread: the prober's Result.Start (taken just before the first byte is written), as llm_probe_burst_spread_seconds; raw clients: just before their Write")
+	fmt.Fprintln(out, "arrival_*: the simulator's ground truth (monotonic): first read returning the request's bytes, head parsed, body read")
+	fmt.Fprintln(out, "barrier: a goroutine per request blocked on a channel the release closes, connections dialled before; one writer: one goroutine writes all in turn")
 	fmt.Fprintln(out, "connections: pooled (kept alive by the server) or new (the server closes each after its answer, as llama.cpp's does; new_conns counts dials)")
 }
 
