@@ -177,14 +177,22 @@ func countProbeSeries(fams []*dto.MetricFamily, name string) (requests float64, 
 			}
 			n := 1
 			if h := m.GetHistogram(); h != nil {
-				c := 0
-				if len(h.GetBucket()) > 0 {
-					// Every classic bucket (+Inf included, which the
-					// exposition adds when absent) plus _sum and _count.
-					c = len(h.GetBucket()) + 2
-					if last := h.GetBucket()[len(h.GetBucket())-1]; !math.IsInf(last.GetUpperBound(), 1) {
-						c++
+				// Classic part: every le bucket, +Inf (which the
+				// exposition adds when absent), _sum and _count. A
+				// histogram without a native part is classic even with
+				// no bucket listed (a summary histogram in the classic
+				// form: +Inf, _sum and _count). A native one has a classic
+				// part when the exposition lists any bucket, if only the
+				// lone +Inf that carries an exemplar.
+				le := 0
+				for _, b := range h.GetBucket() {
+					if !math.IsInf(b.GetUpperBound(), 1) {
+						le++
 					}
+				}
+				c := 0
+				if !isNative(h) || len(h.GetBucket()) > 0 {
+					c = le + 3
 				}
 				classic += c
 				n = c
