@@ -240,8 +240,11 @@ func checkSessionPrefix(ctx context.Context, t *testing.T, api *promAPI, rulesPa
 // cancellation panels have data: the simulator answers "four" where "five" is asserted,
 // streams reasoning before the answer, and (started with rate limits)
 // sends rate-limit headers with every answer; the cancellation probe cuts
-// its streams and watches the simulator free the slots. Four %s: the
-// simulator.
+// its streams and watches the simulator free the slots; the skipper's
+// arrivals (every 20 ms) come faster than its answers (a short answer
+// takes longer), so some are skipped with concurrency_limit and the
+// skipped-probes panel has data: llm_probe_skipped_total appears with
+// the first skip. Four %s: the simulator.
 const panelTargets = `  - name: sim-canary
     protocol: openai_chat
     url: http://%s
@@ -275,6 +278,9 @@ const panelTargets = `  - name: sim-canary
         workload: short
         schedule: {every: 1s}
         cancel: {after_tokens: 2, release_timeout: 5s, poll_interval: 50ms}
+      - name: skipper
+        workload: short
+        schedule: {every: 20ms}
 `
 
 // proberConfig probes both simulators every second; the SLO thresholds
