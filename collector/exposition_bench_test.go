@@ -150,7 +150,8 @@ func BenchmarkGatherAllFamilies(b *testing.B) {
 
 // BenchmarkExpositionScale renders /metrics for 100, 1,000 and 5,000
 // default probes (histograms: both, SLOs set, 20 results each) in text and
-// gzipped text, and beside each, in the same run, the same series encoded
+// gzipped text, the same probes with histograms: classic, and beside
+// them, in the same run, the same series encoded
 // the way node_exporter encodes its own: a plain collector that builds
 // every series with prometheus.MustNewConstMetric or MustNewConstHistogram
 // from descriptors made by prometheus.NewDesc, on every scrape, served by
@@ -176,6 +177,8 @@ func benchScale(b *testing.B, probes int) {
 	}
 	ref := prometheus.NewRegistry()
 	ref.MustRegister(newConstMirror(mfs))
+	classic := prometheus.NewRegistry()
+	classic.MustRegister(filledProbeMetricsReqs(probes/10, HistogramsClassic, 20))
 	nseries := countSeries(mfs)
 	for _, side := range []struct {
 		name string
@@ -184,6 +187,9 @@ func benchScale(b *testing.B, probes int) {
 		// The prober's page as the daemon serves it: NewHandler, with
 		// no model-server metrics configured.
 		{"prober", NewHandler(reg, NewServerMetrics(nil), promhttp.HandlerOpts{})},
+		// The same probes with histograms: classic, whose text is the
+		// same to the byte: what the native buckets cost a text scrape.
+		{"prober-classic", NewHandler(classic, NewServerMetrics(nil), promhttp.HandlerOpts{})},
 		{"nodeexporter-style", promhttp.HandlerFor(ref, promhttp.HandlerOpts{})},
 	} {
 		h := side.h
@@ -211,6 +217,7 @@ func benchScale(b *testing.B, probes int) {
 				// than wall time on a shared machine.
 				b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/scrape")
 				b.ReportMetric(float64(elapsed.Nanoseconds())/float64(b.N)/float64(nseries), "ns/series")
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/float64(nseries), "cpu-ns/series")
 				b.ReportMetric(float64(nseries), "series")
 				b.ReportMetric(float64(size), "bytes/scrape")
 			})

@@ -21,8 +21,8 @@ import (
 
 // scaleRun is one daemon the scale section starts.
 type scaleRun struct {
-	probes int
-	every  time.Duration
+	probes, perTarget int
+	every             time.Duration
 	// scrapeEvery is the scrape interval of the scraped window; 0: the
 	// run measures requests only.
 	scrapeEvery time.Duration
@@ -43,16 +43,23 @@ type scaleStats struct {
 	scrapeBytes               int
 }
 
-// scaleProbesPerTarget: 50 probes per target, as the daemon section's
-// 1,000-probe run has them.
-const scaleProbesPerTarget = 50
-
 // scaleConfig is the daemon configuration of r: probes sending tokens
 // each every r.every with as much jitter, so they spread over the
-// interval, with SLOs so that every series a probe can have exists.
+// interval, with SLOs so that every series a probe can have exists, as
+// daemonConfig.yaml has them (with room for 1,000 target names).
 func scaleConfig(r scaleRun, simURL string, tokens int) string {
-	dc := daemonConfig{targets: max(1, r.probes/scaleProbesPerTarget), probesPerTarget: min(r.probes, scaleProbesPerTarget), every: r.every}
-	return dc.yaml(simURL, tokens)
+	var b strings.Builder
+	b.WriteString("targets:\n")
+	for t := range max(1, r.probes/r.perTarget) {
+		fmt.Fprintf(&b, "  - name: sim-%04d\n    protocol: openai_chat\n    url: %s\n    model: sim-llm\n    timeout: 30s\n    probes:\n", t, simURL)
+		for p := range min(r.probes, r.perTarget) {
+			fmt.Fprintf(&b, "      - name: probe-%03d\n        workload: perf\n        schedule: {every: %s, jitter: %s}\n        slo: {ttft: 250ms, tpot: 20ms, objective: 0.99}\n",
+				p, r.every, r.every)
+		}
+	}
+	fmt.Fprintf(&b, "workloads:\n  perf:\n    prompts:\n      inline: [%q]\n    max_tokens: %d\n    ignore_eos: true\n", prompt, tokens)
+	b.WriteString("gpus:\n  enabled: \"false\"\n")
+	return b.String()
 }
 
 // measureScale starts the daemon of r and measures it: first for window
@@ -62,7 +69,7 @@ func scaleConfig(r scaleRun, simURL string, tokens int) string {
 // after the unscraped window, outside it.
 func measureScale(ctx context.Context, o options, sim *simProcess, r scaleRun) (scaleStats, error) {
 	st := scaleStats{run: r, window: o.scaleWindow}
-	cfgFile := filepath.Join(sim.dir, fmt.Sprintf("llm-prober-scale-%d-%s.yml", r.probes, r.every))
+	cfgFile := filepath.Join(sim.dir, fmt.Sprintf("llm-prober-scale-%d-%d-%s.yml", r.probes, r.perTarget, r.every))
 	if err := os.WriteFile(cfgFile, []byte(scaleConfig(r, sim.url, o.scaleTokens)), 0o600); err != nil {
 		return st, err
 	}
@@ -150,8 +157,8 @@ func measureScale(ctx context.Context, o options, sim *simProcess, r scaleRun) (
 
 // scaleRuns are the section's daemons: each of -scale-probes with one
 // request per probe per -scale-idle-every (idle), scraped every
-// -scale-scrape-every; then 1,000 probes at each of -scale-request-every,
-// unscraped.
+// -scale-scrape-every; then 1,000 probes (on 1,000 targets) at each of
+// -scale-request-every, unscraped.
 func scaleRuns(o options) ([]scaleRun, error) {
 	var runs []scaleRun
 	for f := range strings.SplitSeq(o.scaleProbes, ",") {
@@ -159,14 +166,17 @@ func scaleRuns(o options) ([]scaleRun, error) {
 		if err != nil || n < 1 {
 			return nil, fmt.Errorf("-scale-probes: %q is not a positive number of probes", f)
 		}
-		runs = append(runs, scaleRun{probes: n, every: o.scaleIdleEvery, scrapeEvery: o.scaleScrapeEvery})
+		// 10 probes per target, as BenchmarkExpositionScale has them.
+		runs = append(runs, scaleRun{probes: n, perTarget: 10, every: o.scaleIdleEvery, scrapeEvery: o.scaleScrapeEvery})
 	}
 	for f := range strings.SplitSeq(o.scaleRequestEvery, ",") {
 		d, err := time.ParseDuration(strings.TrimSpace(f))
 		if err != nil || d <= 0 {
 			return nil, fmt.Errorf("-scale-request-every: %q is not a positive duration such as 60s", f)
 		}
-		runs = append(runs, scaleRun{probes: 1000, every: d})
+		// One probe per target, as issue 30 has them: each target
+		// has its own connections, idle between the probe's runs.
+		runs = append(runs, scaleRun{probes: 1000, perTarget: 1, every: d})
 	}
 	return runs, nil
 }
