@@ -162,6 +162,9 @@ func measureScale(ctx context.Context, o options, sim *simProcess, r scaleRun) (
 func scaleRuns(o options) ([]scaleRun, error) {
 	var runs []scaleRun
 	for f := range strings.SplitSeq(o.scaleProbes, ",") {
+		if strings.TrimSpace(f) == "" {
+			continue // -scale-probes '': no idle daemons
+		}
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
 			return nil, fmt.Errorf("-scale-probes: %q is not a positive number of probes", f)
@@ -170,6 +173,9 @@ func scaleRuns(o options) ([]scaleRun, error) {
 		runs = append(runs, scaleRun{probes: n, perTarget: 10, every: o.scaleIdleEvery, scrapeEvery: o.scaleScrapeEvery})
 	}
 	for f := range strings.SplitSeq(o.scaleRequestEvery, ",") {
+		if strings.TrimSpace(f) == "" {
+			continue // -scale-request-every '': no request runs
+		}
 		d, err := time.ParseDuration(strings.TrimSpace(f))
 		if err != nil || d <= 0 {
 			return nil, fmt.Errorf("-scale-request-every: %q is not a positive duration such as 60s", f)
