@@ -168,3 +168,6 @@ func seriesOutcomes(ps ProbeSeries) []probe.Outcome {
 	}
 	return out
 }
+
+// baseLabels makes the store sort the probes of the family (ordered).
+func (s *answerSeries) baseLabels() probeLabels { return s.labels }

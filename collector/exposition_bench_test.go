@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/llm-prober/llm-prober/probe"
 )
@@ -20,6 +22,14 @@ import (
 // latencies, so classic buckets, native histogram buckets and exemplars are
 // all populated as in a long-running daemon.
 func filledProbeMetricsN(targets int, form string) *ProbeMetrics {
+	return filledProbeMetricsReqs(targets, form, 200)
+}
+
+// filledProbeMetricsReqs is filledProbeMetricsN with requests results per
+// probe instead of 200: the scale benchmark's 5,000 probes would take
+// minutes to fill with 200 each, and the text exposition does not depend
+// on how many observations a histogram holds.
+func filledProbeMetricsReqs(targets int, form string, requests int) *ProbeMetrics {
 	m := NewProbeMetrics()
 	rng := rand.New(rand.NewPCG(1, 2))
 	jitter := func(base time.Duration) time.Duration {
@@ -30,7 +40,7 @@ func filledProbeMetricsN(targets int, form string) *ProbeMetrics {
 			target, name := fmt.Sprintf("sim-%02d", t), fmt.Sprintf("probe-%02d", p)
 			m.Add(ProbeSeries{Target: target, Probe: name, Model: "sim-llm", Protocol: probe.ProtocolOpenAIChat, Histograms: form,
 				SLO: SLO{TTFT: 250 * time.Millisecond, TPOT: 20 * time.Millisecond, Objective: 0.99}})
-			for i := range 200 {
+			for i := range requests {
 				r := &probe.Result{
 					RequestID: fmt.Sprintf("%032x", i), Start: time.Now(), StatusCode: 200, Streamed: true,
 					Phases: probe.Phases{Write: jitter(50 * time.Microsecond), HasWrite: true,
@@ -135,5 +145,182 @@ func BenchmarkGatherAllFamilies(b *testing.B) {
 		if _, err := reg.Gather(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkExpositionScale renders /metrics for 100, 1,000 and 5,000
+// default probes (histograms: both, SLOs set, 20 results each) in text and
+// gzipped text, the same probes with histograms: classic, and beside
+// them, in the same run, the same series encoded
+// the way node_exporter encodes its own: a plain collector that builds
+// every series with prometheus.MustNewConstMetric or MustNewConstHistogram
+// from descriptors made by prometheus.NewDesc, on every scrape, served by
+// promhttp.HandlerFor over its registry. The reference has the prober's
+// names, labels, values and classic buckets, so both pages have the same
+// series and nearly the same bytes; the ratio of their ns/series is the
+// prober's cost per series against the library's usual floor. Run it with
+// -benchtime 5x or so; the 5,000-probe fixture takes a while to fill.
+func BenchmarkExpositionScale(b *testing.B) {
+	for _, probes := range []int{100, 1000, 5000} {
+		b.Run(fmt.Sprint(probes), func(b *testing.B) { benchScale(b, probes) })
+	}
+}
+
+// benchScale is BenchmarkExpositionScale for one number of probes, filled
+// only when a sub-benchmark of it is selected.
+func benchScale(b *testing.B, probes int) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(filledProbeMetricsReqs(probes/10, HistogramsBoth, 20))
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ref := prometheus.NewRegistry()
+	ref.MustRegister(newConstMirror(mfs))
+	classic := prometheus.NewRegistry()
+	classic.MustRegister(filledProbeMetricsReqs(probes/10, HistogramsClassic, 20))
+	nseries := textSeries(mfs)
+	for _, side := range []struct {
+		name string
+		h    http.Handler
+	}{
+		// The prober's page as the daemon serves it: NewHandler, with
+		// no model-server metrics configured.
+		{"prober", NewHandler(reg, NewServerMetrics(nil), promhttp.HandlerOpts{})},
+		// The same probes with histograms: classic, whose text is the
+		// same to the byte: what the native buckets cost a text scrape.
+		{"prober-classic", NewHandler(classic, NewServerMetrics(nil), promhttp.HandlerOpts{})},
+		{"nodeexporter-style", promhttp.HandlerFor(ref, promhttp.HandlerOpts{})},
+	} {
+		h := side.h
+		for _, f := range []struct{ name, encoding string }{{"text", ""}, {"text-gzip", "gzip"}} {
+			b.Run(side.name+"/"+f.name, func(b *testing.B) {
+				req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+				req.Header.Set("Accept", "text/plain;version=0.0.4")
+				if f.encoding != "" {
+					req.Header.Set("Accept-Encoding", f.encoding)
+				}
+				var size int
+				b.ReportAllocs()
+				start, cpu0 := time.Now(), processCPU(b)
+				for b.Loop() {
+					w := httptest.NewRecorder()
+					h.ServeHTTP(w, req)
+					if w.Code != http.StatusOK {
+						b.Fatalf("HTTP %d: %s", w.Code, w.Body)
+					}
+					size = w.Body.Len()
+				}
+				elapsed, cpu := time.Since(start), processCPU(b)-cpu0
+				b.ReportMetric(float64(elapsed.Microseconds())/1000/float64(b.N), "ms/scrape")
+				// CPU time, the garbage collector's included, varies less
+				// than wall time on a shared machine.
+				b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/scrape")
+				b.ReportMetric(float64(elapsed.Nanoseconds())/float64(b.N)/float64(nseries), "ns/series")
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/float64(nseries), "cpu-ns/series")
+				b.ReportMetric(float64(nseries), "series")
+				b.ReportMetric(float64(size), "bytes/scrape")
+			})
+		}
+	}
+}
+
+// processCPU is the process's user and system CPU time so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// textSeries is the number of series in mfs as the text format has them:
+// a histogram is its buckets, +Inf, _sum and _count.
+func textSeries(mfs []*dto.MetricFamily) int {
+	n := 0
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if h := m.GetHistogram(); h != nil {
+				n += len(h.GetBucket()) + 3
+				continue
+			}
+			n++
+		}
+	}
+	return n
+}
+
+// constMirror is node_exporter's collector shape (collector/*.go there):
+// descriptors built once with prometheus.NewDesc and variable labels,
+// and every series built again on every scrape with MustNewConstMetric or
+// MustNewConstHistogram. Its values are taken once from a gather of the
+// prober, standing in for what node_exporter reads from /proc.
+type constMirror struct {
+	descs  []*prometheus.Desc
+	series []mirrored
+}
+
+type mirrored struct {
+	desc    int
+	kind    prometheus.ValueType
+	hist    bool
+	value   float64
+	count   uint64
+	sum     float64
+	buckets map[float64]uint64
+	labels  []string
+}
+
+func newConstMirror(mfs []*dto.MetricFamily) *constMirror {
+	c := &constMirror{}
+	for _, mf := range mfs {
+		if len(mf.GetMetric()) == 0 {
+			continue
+		}
+		var names []string
+		for _, lp := range mf.GetMetric()[0].GetLabel() {
+			names = append(names, lp.GetName())
+		}
+		c.descs = append(c.descs, prometheus.NewDesc(mf.GetName(), mf.GetHelp(), names, nil))
+		for _, m := range mf.GetMetric() {
+			s := mirrored{desc: len(c.descs) - 1}
+			for _, lp := range m.GetLabel() {
+				s.labels = append(s.labels, lp.GetValue())
+			}
+			switch mf.GetType() {
+			case dto.MetricType_COUNTER:
+				s.kind, s.value = prometheus.CounterValue, m.GetCounter().GetValue()
+			case dto.MetricType_GAUGE:
+				s.kind, s.value = prometheus.GaugeValue, m.GetGauge().GetValue()
+			case dto.MetricType_HISTOGRAM:
+				h := m.GetHistogram()
+				s.hist, s.count, s.sum = true, h.GetSampleCount(), h.GetSampleSum()
+				s.buckets = map[float64]uint64{}
+				for _, bk := range h.GetBucket() {
+					s.buckets[bk.GetUpperBound()] = bk.GetCumulativeCount()
+				}
+			default:
+				s.kind, s.value = prometheus.UntypedValue, m.GetUntyped().GetValue()
+			}
+			c.series = append(c.series, s)
+		}
+	}
+	return c
+}
+
+func (c *constMirror) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+func (c *constMirror) Collect(ch chan<- prometheus.Metric) {
+	for i := range c.series {
+		s := &c.series[i]
+		if s.hist {
+			ch <- prometheus.MustNewConstHistogram(c.descs[s.desc], s.count, s.sum, s.buckets, s.labels...)
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(c.descs[s.desc], s.kind, s.value, s.labels...)
 	}
 }

@@ -151,3 +151,6 @@ func (s *prefixSeries) collect(ch chan<- prometheus.Metric) {
 		ch <- s.ratio
 	}
 }
+
+// baseLabels makes the store sort the probes of the family (ordered).
+func (s *prefixSeries) baseLabels() probeLabels { return s.labels }

@@ -828,3 +828,6 @@ func exemplarValue(id string) string {
 	}
 	return id
 }
+
+// baseLabels makes the store sort the probes of the family (ordered).
+func (s *series) baseLabels() probeLabels { return s.labels }

@@ -1,6 +1,8 @@
 package collector
 
 import (
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -109,8 +111,41 @@ func (st *store[K, S]) states() []S {
 	for _, s := range st.m {
 		l = append(l, s)
 	}
+	sortStates(l)
 	st.list.Store(&l)
 	return l
+}
+
+// ordered is a state whose series all carry its base label pairs,
+// sorted by name (probeLabels: model, probe, target).
+type ordered interface {
+	baseLabels() probeLabels
+}
+
+// sortStates puts states that are ordered in the order of their base
+// label values, the order the registry sorts each family's metrics into
+// on every scrape (client_golang's internal MetricSorter compares label
+// values pair by pair). A family with only the base labels then arrives
+// sorted, which the registry's pdqsort finishes in one pass instead of
+// n log n comparisons of label values; other families arrive in runs.
+// Sorting here costs once per config change; the scrape's sort, which
+// stays, is what makes the output sorted whatever the input.
+func sortStates[S exposer](l []S) {
+	if len(l) < 2 {
+		return
+	}
+	if _, ok := any(l[0]).(ordered); !ok {
+		return
+	}
+	slices.SortFunc(l, func(a, b S) int {
+		la, lb := any(a).(ordered).baseLabels(), any(b).(ordered).baseLabels()
+		for i := range min(len(la), len(lb)) {
+			if c := strings.Compare(la[i].GetValue(), lb[i].GetValue()); c != 0 {
+				return c
+			}
+		}
+		return len(la) - len(lb)
+	})
 }
 
 // lazy is a series created on its first use, so a probe that never sees

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llm-prober/llm-prober/probe"
 )
 
 // testState is a store state that sends one metric per collect.
@@ -150,5 +152,23 @@ func TestLazyBuildsOnce(t *testing.T) {
 	builds.Wait()
 	if len(seen) != 1 || !seen[l.load()] {
 		t.Errorf("concurrent first uses got %d values, want the one stored", len(seen))
+	}
+}
+
+// A ProbeMetrics scrape sends each family's series already in the
+// registry's order (by model, probe, target), whatever order the probes
+// were added in, so its sort finds them sorted.
+func TestStoreStatesSortedByBaseLabels(t *testing.T) {
+	m := NewProbeMetrics()
+	for _, k := range [][3]string{{"b", "p2", "m1"}, {"a", "p2", "m1"}, {"z", "p1", "m1"}, {"a", "p9", "m0"}, {"a", "p1", "m1"}} {
+		m.Add(ProbeSeries{Target: k[0], Probe: k[1], Model: k[2], Protocol: probe.ProtocolOpenAIChat})
+	}
+	var got []string
+	for _, s := range m.probes.states() {
+		got = append(got, fmt.Sprintf("%s/%s/%s", s.model, s.labels[1].GetValue(), s.labels[2].GetValue()))
+	}
+	want := []string{"m0/p9/a", "m1/p1/a", "m1/p1/z", "m1/p2/a", "m1/p2/b"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("states in order %v, want %v", got, want)
 	}
 }

@@ -69,6 +69,16 @@ type httpTarget struct {
 	auth *authorizer
 }
 
+// idleConnTimeout is how long a target's idle connection is kept for the
+// next request. net/http's usual 90 s made a probe every 60 s with full
+// jitter (gaps up to 2 min) dial one request in eight again, and on TLS
+// targets handshake again, a cost that is the prober's, not the
+// server's; 5 min is what prometheus/common's HTTP client keeps for the
+// same reason. A server with a shorter keep-alive (uvicorn's 5 s, so
+// vLLM's) still closes first: that cost is the server's choice, and the
+// phase metrics show it.
+const idleConnTimeout = 5 * time.Minute
+
 func newHTTPTarget(opts TargetOptions, logger *slog.Logger) (*httpTarget, error) {
 	base, err := parseBaseURL(opts.URL)
 	if err != nil {
@@ -98,7 +108,7 @@ func newHTTPTarget(opts TargetOptions, logger *slog.Logger) (*httpTarget, error)
 		// Bench runs up to 64 concurrent probes against one target.
 		MaxIdleConns:           128,
 		MaxIdleConnsPerHost:    64,
-		IdleConnTimeout:        90 * time.Second,
+		IdleConnTimeout:        idleConnTimeout,
 		MaxResponseHeaderBytes: maxResponseHeaderBytes,
 		// ResponseHeaderTimeout stays 0: a streaming server may send its
 		// head only with the first token, after long queueing. The probe

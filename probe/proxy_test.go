@@ -336,3 +336,14 @@ func (l *authLog) get() []string {
 	defer l.mu.Unlock()
 	return append([]string(nil), l.auths...)
 }
+
+// A probe every minute with a minute's jitter comes back to its target
+// after up to 2 minutes; its connection must still be pooled then, or
+// every such gap pays a new connection (and TLS handshake) per request.
+func TestIdleConnectionsOutlastAJitteredMinute(t *testing.T) {
+	d, _ := newDriver(t, ProtocolOpenAIChat, "http://127.0.0.1:1", nil)
+	tr := d.(*openAIDriver).t.tr
+	if longest := 2 * time.Minute; tr.IdleConnTimeout < longest {
+		t.Errorf("idle connections are closed after %s, before a probe every 60s with 60s of jitter comes back (up to %s)", tr.IdleConnTimeout, longest)
+	}
+}

@@ -180,7 +180,9 @@ func (h *History) Add(info engine.Info) {
 		// another server.
 		delete(h.probes, k)
 	}
-	h.probes[k] = &probeHistory{info: p, ring: make([]Record, 0, min(h.n, 16))}
+	// The ring is allocated by the first result: a probe that has not
+	// run (a daemon of thousands of probes on long intervals) holds none.
+	h.probes[k] = &probeHistory{info: p}
 }
 
 // Remove drops a probe's results.
@@ -213,6 +215,14 @@ func (h *History) Record(target, probeName string, req *probe.Request, res *prob
 	ph.mu.Lock()
 	defer ph.mu.Unlock()
 	if len(ph.ring) < h.n {
+		if len(ph.ring) == cap(ph.ring) {
+			// Doubling up to exactly n: append's own growth ends at 128
+			// for the default 100, 28 records (about 12 KB) a probe
+			// never fills.
+			grown := make([]Record, len(ph.ring), min(max(2*cap(ph.ring), 4), h.n))
+			copy(grown, ph.ring)
+			ph.ring = grown
+		}
 		ph.ring = append(ph.ring, rec)
 		ph.next = len(ph.ring) % h.n
 		return

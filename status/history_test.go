@@ -339,3 +339,24 @@ func TestHistoryPointsOldestFirstByStart(t *testing.T) {
 		t.Error("points of an unknown probe")
 	}
 }
+
+// A probe that has not run holds no ring, and a full ring holds exactly
+// the configured number of records, whatever append would have grown.
+func TestHistoryRingSize(t *testing.T) {
+	h := NewHistory(100)
+	h.Add(testProbeInfo)
+	if ph := h.lookup("t", "p"); cap(ph.ring) != 0 {
+		t.Errorf("a probe without results holds room for %d records", cap(ph.ring))
+	}
+	t0 := time.Unix(1000, 0)
+	for i := range 250 {
+		h.Record("t", "p", nil, streamedResult(t0.Add(time.Duration(i)*time.Second), time.Millisecond))
+		if ph := h.lookup("t", "p"); cap(ph.ring) > 100 {
+			t.Fatalf("after %d results the ring has room for %d records, over the 100 kept", i+1, cap(ph.ring))
+		}
+	}
+	recs, _ := h.Recent("t", "p")
+	if len(recs) != 100 || recs[0].Start.Unix() != 1249 || recs[99].Start.Unix() != 1150 {
+		t.Errorf("kept %d records, newest %d, oldest %d; want 100 from 1249 to 1150", len(recs), recs[0].Start.Unix(), recs[len(recs)-1].Start.Unix())
+	}
+}

@@ -64,16 +64,28 @@ type options struct {
 	outputTokens   int
 	decode         time.Duration
 	ttft           time.Duration
+
+	scaleProbes       string
+	scaleIdleEvery    time.Duration
+	scaleScrapeEvery  time.Duration
+	scaleRequestEvery string
+	scaleTokens       int
+	scaleWindow       time.Duration
+	scaleWarmup       time.Duration
 }
 
 // allSections in the order they run and print.
-var allSections = []string{"series", "overhead", "cost", "daemon", "bursts", "schedules", "micro"}
+// scale is not among the defaults: it runs for about 12 minutes.
+var allSections = []string{"series", "overhead", "cost", "daemon", "bursts", "schedules", "micro", "scale"}
+
+// defaultSections are what make bench runs without -sections.
+var defaultSections = []string{"series", "overhead", "cost", "daemon", "bursts", "schedules", "micro"}
 
 func main() {
 	var o options
 	flag.StringVar(&o.bin, "bin", "./llm-prober", "llm-prober binary (runs the simulator and the daemon)")
 	flag.StringVar(&o.goCmd, "go", "go", "go command for the micro-benchmarks")
-	flag.StringVar(&o.sections, "sections", strings.Join(allSections, ","), "what to measure: "+strings.Join(allSections, ", "))
+	flag.StringVar(&o.sections, "sections", strings.Join(defaultSections, ","), "what to measure: "+strings.Join(allSections, ", "))
 	flag.DurationVar(&o.stepDuration, "step-duration", 10*time.Second, "measured time of each overhead and schedule step, per client")
 	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured load before measuring")
 	flag.IntVar(&o.truthSample, "truth-sample", 1000, "requests per overhead step compared with ground truth (evenly sampled)")
@@ -90,6 +102,13 @@ func main() {
 	flag.IntVar(&o.outputTokens, "output-tokens", 100, "max_tokens of every request (ignore_eos, so exactly this many)")
 	flag.DurationVar(&o.decode, "decode", 3*time.Millisecond, "simulator time per output token (not for the cost pairs, which set their own)")
 	flag.DurationVar(&o.ttft, "ttft", 20*time.Millisecond, "simulator base time to first token")
+	flag.StringVar(&o.scaleProbes, "scale-probes", "1000,5000", "scale section: probe counts of the idle daemons")
+	flag.DurationVar(&o.scaleIdleEvery, "scale-idle-every", time.Hour, "scale section: schedule of the idle daemons' probes (every and jitter)")
+	flag.DurationVar(&o.scaleScrapeEvery, "scale-scrape-every", 15*time.Second, "scale section: scrape interval of the idle daemons' scraped window")
+	flag.StringVar(&o.scaleRequestEvery, "scale-request-every", "60s,5s", "scale section: schedules of the 1,000-probe daemons measured for CPU per request")
+	flag.IntVar(&o.scaleTokens, "scale-tokens", 16, "scale section: max_tokens of every request")
+	flag.DurationVar(&o.scaleWindow, "scale-window", time.Minute, "scale section: each measured window")
+	flag.DurationVar(&o.scaleWarmup, "scale-warmup", time.Minute, "scale section: time before measuring (at most the probes' interval)")
 	flag.Parse()
 	var err error
 	if o.burstCount < 2 {
@@ -261,7 +280,30 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	})); err != nil {
 		return err
 	}
-	return step("micro", func() error { return microBenchmarks(ctx, o, out) })
+	if err := step("micro", func() error { return microBenchmarks(ctx, o, out) }); err != nil {
+		return err
+	}
+	return step("scale", func() error {
+		runs, err := scaleRuns(o)
+		if err != nil {
+			return err
+		}
+		s, err := mainSim()
+		if err != nil {
+			return err
+		}
+		var rows []scaleStats
+		for _, r := range runs {
+			fmt.Fprintf(os.Stderr, "perf: scale, %d probes every %s ...\n", r.probes, r.every)
+			st, err := measureScale(ctx, o, s, r)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, st)
+		}
+		printScale(out, rows, o)
+		return nil
+	})
 }
 
 // costRows parses -cost-gaps and -cost-streams.

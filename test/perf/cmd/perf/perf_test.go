@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,5 +125,37 @@ func TestCountProbeSeries(t *testing.T) {
 	}
 	if classic != 10 || native != 2 || other != 1 {
 		t.Errorf("classic %d native %d other %d, want 10, 2, 1", classic, native, other)
+	}
+}
+
+func TestScaleRuns(t *testing.T) {
+	o := options{scaleProbes: "1000, 5000", scaleIdleEvery: time.Hour, scaleScrapeEvery: 15 * time.Second, scaleRequestEvery: "60s,5s"}
+	runs, err := scaleRuns(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []scaleRun{
+		{probes: 1000, perTarget: 10, every: time.Hour, scrapeEvery: 15 * time.Second},
+		{probes: 5000, perTarget: 10, every: time.Hour, scrapeEvery: 15 * time.Second},
+		{probes: 1000, perTarget: 1, every: time.Minute},
+		{probes: 1000, perTarget: 1, every: 5 * time.Second},
+	}
+	if len(runs) != len(want) {
+		t.Fatalf("runs %+v, want %+v", runs, want)
+	}
+	for i := range want {
+		if runs[i] != want[i] {
+			t.Errorf("run %d: %+v, want %+v", i, runs[i], want[i])
+		}
+	}
+	for _, bad := range []options{
+		{scaleProbes: "0", scaleRequestEvery: "5s"},
+		{scaleProbes: "many", scaleRequestEvery: "5s"},
+		{scaleProbes: "10", scaleRequestEvery: "5"},
+		{scaleProbes: "10", scaleRequestEvery: "-5s"},
+	} {
+		if _, err := scaleRuns(bad); err == nil || !strings.Contains(err.Error(), "-scale-") {
+			t.Errorf("%q / %q: error %v, want one naming the flag", bad.scaleProbes, bad.scaleRequestEvery, err)
+		}
 	}
 }
