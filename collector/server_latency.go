@@ -242,12 +242,8 @@ func (n *normaliser) histograms(fams map[string]*dto.MetricFamily, kind, ml stri
 			if taken[key] {
 				continue
 			}
-			if !models[model] {
-				if len(models) >= maxServerModels {
-					dropped[model] = true
-					continue
-				}
-				models[model] = true
+			if !admitModel(models, dropped, model) {
+				continue
 			}
 			taken[key] = true
 			out = append(out, parts[model].merged(r.out, model))

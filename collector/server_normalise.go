@@ -354,12 +354,8 @@ func (n *normaliser) apply(fams map[string]*dto.MetricFamily, kind string) norma
 			if taken[key] {
 				continue
 			}
-			if !models[model] {
-				if len(models) >= maxServerModels {
-					dropped[model] = true
-					continue
-				}
-				models[model] = true
+			if !admitModel(models, dropped, model) {
+				continue
 			}
 			taken[key] = true
 			res.samples = append(res.samples, serverSample{out: r.out, extra: r.extraValue, model: model, value: v, rule: ri})
@@ -462,3 +458,18 @@ func combined(c combine, vals []modelValues) modelValues {
 }
 
 var errTooLarge = errors.New("exposition too large")
+
+// admitModel reports whether model's series may be exported: it is one
+// already exported, or there is room for another of maxServerModels;
+// a model refused is remembered in dropped, for the log line.
+func admitModel(models, dropped map[string]bool, model string) bool {
+	if models[model] {
+		return true
+	}
+	if len(models) >= maxServerModels {
+		dropped[model] = true
+		return false
+	}
+	models[model] = true
+	return true
+}
