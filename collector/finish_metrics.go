@@ -48,13 +48,5 @@ func (s *series) countFinish(r *probe.Result) {
 		return
 	}
 	i := finishReasonIndex(r.FinishReason)
-	s.finishes[i].get(func() *counter { return s.lateCounter(s.d.finish, "reason", finishReasons[i]) }).Inc()
-}
-
-func (s *series) collectFinishes(ch chan<- prometheus.Metric) {
-	for i := range s.finishes {
-		if c := s.finishes[i].load(); c != nil {
-			ch <- c
-		}
-	}
+	s.countReason(&s.finishes[i], s.d.finish, "reason", finishReasons[i])
 }

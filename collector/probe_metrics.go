@@ -545,12 +545,12 @@ func (s *series) collect(ch chan<- prometheus.Metric) {
 	}
 	s.sched.collect(ch)
 	s.streak.collect(ch)
-	s.collectRetries(ch)
-	s.collectFinishes(ch)
+	collectCounters(ch, s.retries[:])
+	collectCounters(ch, s.finishes[:])
 	s.tls.collect(ch)
 	s.load.collect(ch)
 	s.collectServerTimings(ch)
-	s.collectUsageInvalid(ch)
+	collectCounters(ch, s.usageInvalid[:])
 }
 
 // newSkipCounter must be called with skipMu held or before s is shared.

@@ -29,13 +29,5 @@ func (s *series) countRetry(reason string) {
 	if i < 0 {
 		i = slices.Index(reasons, probe.RetryOther)
 	}
-	s.retries[i].get(func() *counter { return s.lateCounter(s.d.retry, "reason", reasons[i]) }).Inc()
-}
-
-func (s *series) collectRetries(ch chan<- prometheus.Metric) {
-	for i := range s.retries {
-		if c := s.retries[i].load(); c != nil {
-			ch <- c
-		}
-	}
+	s.countReason(&s.retries[i], s.d.retry, "reason", reasons[i])
 }

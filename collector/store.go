@@ -206,3 +206,19 @@ func (f *probeFamily[S]) get(target, probeName string) (S, bool) {
 func (f *probeFamily[S]) put(target, probeName string, keep func(old S) bool, build func() S) {
 	f.probes.put(probeKey{target, probeName}, keep, build)
 }
+
+// collectCounters sends the counters of cs that exist: a family of
+// counters by reason, each created on its first count.
+func collectCounters(ch chan<- prometheus.Metric, cs []lazy[counter]) {
+	for i := range cs {
+		if c := cs[i].load(); c != nil {
+			ch <- c
+		}
+	}
+}
+
+// countReason adds one to the counter of c for label=value, creating it
+// (labelled like the series' others) on its first count.
+func (s *series) countReason(c *lazy[counter], desc *prometheus.Desc, label, value string) {
+	c.get(func() *counter { return s.lateCounter(desc, label, value) }).Inc()
+}

@@ -33,15 +33,7 @@ func (s *series) countUsageInvalid(r *probe.Result) {
 		if i < 0 {
 			continue
 		}
-		s.usageInvalid[i].get(func() *counter { return s.lateCounter(s.d.usageInvalid, "field", fields[i]) }).Inc()
-	}
-}
-
-func (s *series) collectUsageInvalid(ch chan<- prometheus.Metric) {
-	for i := range s.usageInvalid {
-		if c := s.usageInvalid[i].load(); c != nil {
-			ch <- c
-		}
+		s.countReason(&s.usageInvalid[i], s.d.usageInvalid, "field", fields[i])
 	}
 }
 
