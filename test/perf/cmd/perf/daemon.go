@@ -81,29 +81,12 @@ func (c daemonConfig) yaml(simURL string, tokens int) string {
 
 func measureDaemon(ctx context.Context, o options, sim *simProcess, dc daemonConfig) (daemonStats, error) {
 	ds := daemonStats{cfg: dc}
-	cfgFile := filepath.Join(sim.dir, fmt.Sprintf("llm-prober-%d.yml", dc.probes()))
-	if err := os.WriteFile(cfgFile, []byte(dc.yaml(sim.url, o.outputTokens)), 0o600); err != nil {
-		return ds, err
-	}
-	addr, err := freeAddr()
+	d, err := startDaemon(ctx, o, sim, fmt.Sprintf("llm-prober-%d.yml", dc.probes()), dc.yaml(sim.url, o.outputTokens), daemonStartupAllowance)
 	if err != nil {
 		return ds, err
 	}
-	cmd := exec.CommandContext(ctx, o.bin, "--config.file", cfgFile, "--web.listen-address", addr, "--log.level=warn")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	if err := cmd.Start(); err != nil {
-		return ds, err
-	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	}()
-	base := "http://" + addr
-	if err := waitHTTP(ctx, base+"/-/ready", daemonStartupAllowance); err != nil {
-		return ds, err
-	}
-	pid := cmd.Process.Pid
+	defer d.stop()
+	base, pid := d.base, d.pid
 	cpu0, t0 := procCPU(pid), time.Now()
 	for end := time.Now().Add(dc.duration); time.Now().Before(end); {
 		select {
@@ -225,4 +208,40 @@ func printDaemon(out io.Writer, rows []daemonStats) {
 		}
 		fmt.Fprintln(out)
 	}
+}
+
+// daemon is an llm-prober process the harness started.
+type daemon struct {
+	base string // http://addr
+	pid  int
+	stop func()
+}
+
+// startDaemon writes config (named name in the simulator's directory),
+// starts the prober on a free address and waits up to ready for
+// /-/ready; stop sends SIGTERM and waits for the process.
+func startDaemon(ctx context.Context, o options, sim *simProcess, name, config string, ready time.Duration) (daemon, error) {
+	cfgFile := filepath.Join(sim.dir, name)
+	if err := os.WriteFile(cfgFile, []byte(config), 0o600); err != nil {
+		return daemon{}, err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return daemon{}, err
+	}
+	cmd := exec.CommandContext(ctx, o.bin, "--config.file", cfgFile, "--web.listen-address", addr, "--log.level=warn")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	if err := cmd.Start(); err != nil {
+		return daemon{}, err
+	}
+	d := daemon{base: "http://" + addr, pid: cmd.Process.Pid, stop: func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}}
+	if err := waitHTTP(ctx, d.base+"/-/ready", ready); err != nil {
+		d.stop()
+		return daemon{}, err
+	}
+	return d, nil
 }

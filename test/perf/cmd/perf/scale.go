@@ -4,12 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -69,29 +65,13 @@ func scaleConfig(r scaleRun, simURL string, tokens int) string {
 // after the unscraped window, outside it.
 func measureScale(ctx context.Context, o options, sim *simProcess, r scaleRun) (scaleStats, error) {
 	st := scaleStats{run: r, window: o.scaleWindow}
-	cfgFile := filepath.Join(sim.dir, fmt.Sprintf("llm-prober-scale-%d-%d-%s.yml", r.probes, r.perTarget, r.every))
-	if err := os.WriteFile(cfgFile, []byte(scaleConfig(r, sim.url, o.scaleTokens)), 0o600); err != nil {
-		return st, err
-	}
-	addr, err := freeAddr()
+	d, err := startDaemon(ctx, o, sim, fmt.Sprintf("llm-prober-scale-%d-%d-%s.yml", r.probes, r.perTarget, r.every),
+		scaleConfig(r, sim.url, o.scaleTokens), daemonStartupAllowance+time.Duration(r.probes)*time.Millisecond)
 	if err != nil {
 		return st, err
 	}
-	cmd := exec.CommandContext(ctx, o.bin, "--config.file", cfgFile, "--web.listen-address", addr, "--log.level=warn")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	if err := cmd.Start(); err != nil {
-		return st, err
-	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	}()
-	base := "http://" + addr
-	if err := waitHTTP(ctx, base+"/-/ready", daemonStartupAllowance+time.Duration(r.probes)*time.Millisecond); err != nil {
-		return st, err
-	}
-	pid := cmd.Process.Pid
+	defer d.stop()
+	base, pid := d.base, d.pid
 	sleep := func(d time.Duration) error {
 		select {
 		case <-ctx.Done():

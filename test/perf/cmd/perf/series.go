@@ -7,11 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
-	"syscall"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -89,30 +85,14 @@ func measureSeries(ctx context.Context, o options, sim *simProcess) ([]seriesCou
 
 func seriesOf(ctx context.Context, o options, sim *simProcess, mode string) (seriesCount, error) {
 	sc := seriesCount{mode: mode}
-	cfgFile := filepath.Join(sim.dir, "series-"+mode+".yml")
 	// Short answers: the series exist after the first results, the length
 	// of the answer does not change them.
-	if err := os.WriteFile(cfgFile, []byte(seriesConfig(sim.url, mode, 5)), 0o600); err != nil {
-		return sc, err
-	}
-	addr, err := freeAddr()
+	d, err := startDaemon(ctx, o, sim, "series-"+mode+".yml", seriesConfig(sim.url, mode, 5), daemonStartupAllowance)
 	if err != nil {
 		return sc, err
 	}
-	cmd := exec.CommandContext(ctx, o.bin, "--config.file", cfgFile, "--web.listen-address", addr, "--log.level=warn")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	if err := cmd.Start(); err != nil {
-		return sc, err
-	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	}()
-	base := "http://" + addr
-	if err := waitHTTP(ctx, base+"/-/ready", daemonStartupAllowance); err != nil {
-		return sc, err
-	}
+	defer d.stop()
+	base := d.base
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		fams, err := scrapeFamilies(base + "/metrics")
