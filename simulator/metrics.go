@@ -166,19 +166,8 @@ func newServerMetrics(reg prometheus.Registerer, e *engine, model string, maxMod
 // construction: vLLM V1 labels everything with the first served model name
 // and the engine (data-parallel) index.
 func newVLLMMetrics(reg prometheus.Registerer, e *engine, model string, maxModelLen int, legacy bool) *serverMetrics {
-	labelNames := []string{"model_name", "engine"}
-	labels := prometheus.Labels{"model_name": model, "engine": "0"}
-
-	hist := func(name, help string, buckets []float64) prometheus.Observer {
-		h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labelNames)
-		reg.MustRegister(h)
-		return h.With(labels)
-	}
-	counter := func(name, help string) prometheus.Counter {
-		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labelNames)
-		reg.MustRegister(c)
-		return c.With(labels)
-	}
+	v := labelledVecs{reg: reg, names: []string{"model_name", "engine"}, values: []string{model, "0"}}
+	hist, counter, labelNames := v.hist, v.counter, v.names
 
 	m := &serverMetrics{
 		ttft:    hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", vllmTTFTBuckets),
@@ -261,4 +250,24 @@ func buckets125(limit int) []float64 {
 			b = append(b, float64(f*m))
 		}
 	}
+}
+
+// labelledVecs registers the families of one server naming, each with
+// the naming's label names, and returns the one child of each that the
+// simulator's single model and engine use.
+type labelledVecs struct {
+	reg           prometheus.Registerer
+	names, values []string
+}
+
+func (v labelledVecs) hist(name, help string, buckets []float64) prometheus.Observer {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, v.names)
+	v.reg.MustRegister(h)
+	return h.WithLabelValues(v.values...)
+}
+
+func (v labelledVecs) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, v.names)
+	v.reg.MustRegister(c)
+	return c.WithLabelValues(v.values...)
 }

@@ -16,18 +16,8 @@ var (
 // manager labelled model_name and engine_type, scheduler gauges also with
 // the parallelism ranks of the (single) scheduler.
 func newSGLangMetrics(reg prometheus.Registerer, e *engine, model string) *serverMetrics {
-	labelNames := []string{"model_name", "engine_type"}
-	labelValues := []string{model, "unified"}
-	hist := func(name, help string, buckets []float64) prometheus.Observer {
-		h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labelNames)
-		reg.MustRegister(h)
-		return h.WithLabelValues(labelValues...)
-	}
-	counter := func(name, help string) prometheus.Counter {
-		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labelNames)
-		reg.MustRegister(c)
-		return c.WithLabelValues(labelValues...)
-	}
+	v := labelledVecs{reg: reg, names: []string{"model_name", "engine_type"}, values: []string{model, "unified"}}
+	hist, counter, labelNames, labelValues := v.hist, v.counter, v.names, v.values
 
 	requests := counter("sglang:num_requests_total", "Number of requests processed.")
 	aborted := counter("sglang:num_aborted_requests_total", "Number of requests aborted.")

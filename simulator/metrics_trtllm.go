@@ -17,18 +17,8 @@ var (
 // a reason (stop, length or timeout): a request cut by an error or a
 // cancellation has none and is counted nowhere, hence reasonedOnly.
 func newTRTLLMMetrics(reg prometheus.Registerer, e *engine, model string) *serverMetrics {
-	labelNames := []string{"model_name", "engine_type"}
-	labelValues := []string{model, "trtllm"}
-	hist := func(name, help string, buckets []float64) prometheus.Observer {
-		h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labelNames)
-		reg.MustRegister(h)
-		return h.WithLabelValues(labelValues...)
-	}
-	counter := func(name, help string) prometheus.Counter {
-		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labelNames)
-		reg.MustRegister(c)
-		return c.WithLabelValues(labelValues...)
-	}
+	v := labelledVecs{reg: reg, names: []string{"model_name", "engine_type"}, values: []string{model, "trtllm"}}
+	hist, counter, labelNames, labelValues := v.hist, v.counter, v.names, v.values
 	m := &serverMetrics{
 		ttft:    hist("trtllm_time_to_first_token_seconds", "Histogram of time to first token in seconds.", vllmTTFTBuckets),
 		itl:     sink{},
