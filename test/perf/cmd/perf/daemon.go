@@ -63,12 +63,13 @@ const (
 )
 
 // yaml is the configuration: every probe with SLOs set, so every series
-// the daemon can export for a probe exists.
+// the daemon can export for a probe exists; target names have room for
+// 10,000 targets (the scale section's thousands).
 func (c daemonConfig) yaml(simURL string, tokens int) string {
 	var b strings.Builder
 	b.WriteString("targets:\n")
 	for t := range c.targets {
-		fmt.Fprintf(&b, "  - name: sim-%02d\n    protocol: openai_chat\n    url: %s\n    model: sim-llm\n    timeout: 30s\n    probes:\n", t, simURL)
+		fmt.Fprintf(&b, "  - name: sim-%04d\n    protocol: openai_chat\n    url: %s\n    model: sim-llm\n    timeout: 30s\n    probes:\n", t, simURL)
 		for p := range c.probesPerTarget {
 			fmt.Fprintf(&b, "      - name: probe-%03d\n        workload: perf\n        schedule: {every: %s, jitter: %s}\n        slo: {ttft: 250ms, tpot: 20ms, objective: 0.99}\n",
 				p, c.every, c.every)

@@ -39,23 +39,13 @@ type scaleStats struct {
 	scrapeBytes               int
 }
 
-// scaleConfig is the daemon configuration of r: probes sending tokens
-// each every r.every with as much jitter, so they spread over the
-// interval, with SLOs so that every series a probe can have exists, as
-// daemonConfig.yaml has them (with room for 1,000 target names).
+// scaleConfig is the daemon configuration of r: daemonConfig.yaml's
+// probes (each every r.every with as much jitter, so they spread over the
+// interval, with SLOs so that every series a probe can have exists),
+// r.perTarget to a target.
 func scaleConfig(r scaleRun, simURL string, tokens int) string {
-	var b strings.Builder
-	b.WriteString("targets:\n")
-	for t := range max(1, r.probes/r.perTarget) {
-		fmt.Fprintf(&b, "  - name: sim-%04d\n    protocol: openai_chat\n    url: %s\n    model: sim-llm\n    timeout: 30s\n    probes:\n", t, simURL)
-		for p := range min(r.probes, r.perTarget) {
-			fmt.Fprintf(&b, "      - name: probe-%03d\n        workload: perf\n        schedule: {every: %s, jitter: %s}\n        slo: {ttft: 250ms, tpot: 20ms, objective: 0.99}\n",
-				p, r.every, r.every)
-		}
-	}
-	fmt.Fprintf(&b, "workloads:\n  perf:\n    prompts:\n      inline: [%q]\n    max_tokens: %d\n    ignore_eos: true\n", prompt, tokens)
-	b.WriteString("gpus:\n  enabled: \"false\"\n")
-	return b.String()
+	c := daemonConfig{targets: max(1, r.probes/r.perTarget), probesPerTarget: min(r.probes, r.perTarget), every: r.every}
+	return c.yaml(simURL, tokens)
 }
 
 // measureScale starts the daemon of r and measures it: first for window
