@@ -487,6 +487,12 @@ func (ex *exchange) readAll(r *Result) ([]byte, bool) {
 	return data, true
 }
 
+// streamAnsweredWithJSON settles a streaming request that a server
+// answered with one JSON document that is no error: it ignored stream.
+func streamAnsweredWithJSON(r *Result) {
+	r.Outcome, r.Err = OutcomeProtocolError, errors.New("server answered a streaming request with a single JSON document (stream ignored?)")
+}
+
 // readAnswer reads a whole answer with readAll and hands it, trimmed, to
 // decode. When either fails it sets r.Outcome and r.Err and returns
 // false; what names what the answer should have been, for the error.

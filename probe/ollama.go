@@ -353,7 +353,7 @@ func (d *ollamaDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
 		return
 	}
 	if wantedStream {
-		r.Outcome, r.Err = OutcomeProtocolError, errors.New("server answered a streaming request with a single JSON document (stream ignored?)")
+		streamAnsweredWithJSON(r)
 		return
 	}
 	if !l.Done {

@@ -764,7 +764,7 @@ func (d *openAIDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
 		return
 	}
 	if wantedStream {
-		r.Outcome, r.Err = OutcomeProtocolError, errors.New("server answered a streaming request with a single JSON document (stream ignored?)")
+		streamAnsweredWithJSON(r)
 		return
 	}
 	if len(c.Choices) == 0 {

@@ -527,7 +527,7 @@ func (d *responsesDriver) readBody(ex *exchange, r *Result, wantedStream bool) {
 		}
 	}
 	if wantedStream {
-		r.Outcome, r.Err = OutcomeProtocolError, errors.New("server answered a streaming request with a single JSON document (stream ignored?)")
+		streamAnsweredWithJSON(r)
 		return
 	}
 	if o.Status == "" {
